@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine:
+#   make book   -> _build/html/index.html, every notebook executed
+#   make test   -> unit tests of sigprop + every notebook through nbval
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of PyTorch is installed only where the venv has none (Colab and GPU users keep theirs).
+TORCH_SPEC ?= torch==2.13.0
+NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' | sort)
+
+.PHONY: book test test-unit test-notebooks claims bench assignments venv clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[book,test]"
+	touch $@
+
+book: venv
+	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	@echo "open _build/html/index.html"
+
+test: test-unit test-notebooks
+
+test-unit: venv
+	$(PY) -m pytest tests -q -p no:cacheprovider
+
+test-notebooks: venv
+	$(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q -p no:cacheprovider $(NOTEBOOKS)
+
+claims: venv
+	$(PY) -m sigprop.claims
+
+clean:
+	rm -rf _build

@@ -1,0 +1,72 @@
+"""Monte Carlo estimates with standard errors.
+
+An :class:`Estimate` is a mean, its standard error and the number of i.i.d. samples
+behind it. Comparisons with theory use the z-score ``(mean - theory) / stderr``;
+tests assert ``|mean - theory| <= z * stderr`` with a fixed seed.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+__all__ = ["Estimate", "estimate"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """Mean and standard error of ``n`` i.i.d. samples (tensors of any shape, or floats)."""
+
+    mean: torch.Tensor
+    stderr: torch.Tensor
+    n: int
+
+    def zscore(self, theory):
+        """(mean - theory) / stderr, elementwise (inf where stderr is 0 and they differ)."""
+        mean, se = _np(self.mean), _np(self.stderr)
+        diff = mean - np.asarray(_np(theory), dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(se > 0, diff / np.where(se > 0, se, 1.0), np.where(diff == 0, 0.0, np.inf))
+        return z
+
+    def agrees(self, theory, *, z: float = 4.0, atol: float = 0.0) -> bool:
+        """True when every entry satisfies |mean - theory| <= z * stderr + atol."""
+        mean, se = _np(self.mean), _np(self.stderr)
+        return bool(np.all(np.abs(mean - np.asarray(_np(theory), dtype=float)) <= z * se + atol))
+
+    def __getitem__(self, index) -> "Estimate":
+        return Estimate(self.mean[index], self.stderr[index], self.n)
+
+    def numpy(self):
+        """(mean, stderr) as float64 numpy arrays."""
+        return _np(self.mean), _np(self.stderr)
+
+    def __format__(self, spec):
+        spec = spec or ".4g"
+        mean, se = _np(self.mean), _np(self.stderr)
+        if mean.ndim == 0:
+            return f"{format(float(mean), spec)} ± {format(float(se), '.2g')} (n={self.n})"
+        return f"Estimate(shape={mean.shape}, n={self.n})"
+
+    def __str__(self):
+        return format(self, "")
+
+
+def _np(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().double().numpy()
+    return np.asarray(value, dtype=float)
+
+
+def estimate(samples: torch.Tensor, dim: int = 0) -> Estimate:
+    """Mean and standard error (sample std / sqrt(n)) of i.i.d. ``samples`` along ``dim``."""
+    if not isinstance(samples, torch.Tensor):
+        samples = torch.as_tensor(np.asarray(samples, dtype=float))
+    n = samples.shape[dim]
+    if n < 2:
+        raise ValueError(f"need at least 2 samples along dim {dim} for a standard error; got {n}")
+    x = samples.double()
+    mean = x.mean(dim)
+    se = x.std(dim, unbiased=True) / n**0.5
+    return Estimate(mean, se, int(n))

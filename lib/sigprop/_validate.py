@@ -1,0 +1,142 @@
+"""Validation at the public boundary: plain messages naming the argument, expected vs got.
+
+Theory functions accept Python scalars, numpy arrays or torch tensors; these helpers
+check them without changing their type.
+"""
+from __future__ import annotations
+
+import enum
+import math
+
+import numpy as np
+import torch
+
+__all__ = ["TOL"]
+
+#: Tolerances for exact identities by dtype (relative, absolute).
+TOL = {
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (2e-2, 1e-2),
+    torch.float32: (1e-5, 1e-6),
+    torch.float64: (1e-10, 1e-12),
+}
+
+
+def _as_array(value, name):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().double().numpy()
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number or an array of numbers; got {type(value).__name__}") from None
+    return arr
+
+
+def _describe(arr):
+    arr = np.asarray(arr)
+    return repr(float(arr)) if arr.ndim == 0 else f"an array with min {np.nanmin(arr):.4g}, max {np.nanmax(arr):.4g}"
+
+
+def check_finite(value, name):
+    arr = _as_array(value, name)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite; got {'NaN' if np.any(np.isnan(arr)) else 'inf'}")
+    return arr
+
+
+def check_positive(value, name, *, allow_zero=False):
+    arr = check_finite(value, name)
+    bad = arr < 0 if allow_zero else arr <= 0
+    if np.any(bad):
+        rel = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {rel}; got {_describe(arr[bad] if arr.ndim else arr)}")
+    return arr
+
+
+def check_range(value, name, lo, hi):
+    arr = check_finite(value, name)
+    if np.any((arr < lo) | (arr > hi)):
+        raise ValueError(f"{name} must lie in [{lo}, {hi}]; got {_describe(arr)}")
+    return arr
+
+
+def check_overlaps(q, p, *, strict=True):
+    """q > 0 and |p| <= q (p < q when ``strict``: the REM needs q - p > 0)."""
+    qa = check_positive(q, "q")
+    pa = check_finite(p, "p")
+    try:
+        qb, pb = np.broadcast_arrays(qa, pa)
+    except ValueError:
+        raise ValueError(f"q and p must broadcast; got shapes {qa.shape} and {pa.shape}") from None
+    if np.any(np.abs(pb) > qb * (1 + 1e-12)):
+        raise ValueError("overlaps must satisfy |p| <= q (Cauchy-Schwarz); got p/q with max |p|/q = "
+                         f"{float(np.max(np.abs(pb) / qb)):.4g}")
+    if strict and np.any(pb >= qb):
+        raise ValueError("this map needs p < q (distinct tokens); got p = q, i.e. fully collapsed tokens")
+    return qa, pa
+
+
+def check_int(value, name, *, minimum):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {value}")
+    return int(value)
+
+
+def check_seq_len(T, name="T"):
+    arr = check_finite(T, name)
+    if np.any(arr < 2):
+        raise ValueError(f"{name} (sequence length) must be >= 2; got {_describe(arr)}")
+    return arr
+
+
+def check_option(value, enum_cls: type[enum.Enum], name):
+    try:
+        return enum_cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in enum_cls)
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}") from None
+
+
+def check_tensor(x, name, *, ndim_min=None, last=None, dtype_float=True):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    if ndim_min is not None and x.ndim < ndim_min:
+        raise ValueError(f"{name} must have at least {ndim_min} dimensions; got shape {tuple(x.shape)}")
+    if last is not None and x.shape[-1] != last:
+        raise ValueError(f"{name} must have last dimension {last}; got shape {tuple(x.shape)}")
+    if dtype_float and not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor; got {x.dtype}")
+    if dtype_float and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite; it contains NaN or inf")
+    return x
+
+
+def check_same_device(**tensors):
+    devices = {k: v.device for k, v in tensors.items() if isinstance(v, torch.Tensor)}
+    if len({d.type + str(d.index) for d in devices.values()}) > 1:
+        got = ", ".join(f"{k} on {v}" for k, v in devices.items())
+        raise ValueError(f"tensors must be on one device; got {got}")
+    dtypes = {k: v.dtype for k, v in tensors.items() if isinstance(v, torch.Tensor)}
+    if len(set(dtypes.values())) > 1:
+        got = ", ".join(f"{k} {v}" for k, v in dtypes.items())
+        raise TypeError(f"tensors must share one dtype; got {got}")
+
+
+def is_torch(*values) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in values)
+
+
+def to_output(result: np.ndarray, *like):
+    """Scalars in -> float out; numpy in -> numpy out; torch in -> float64 torch out."""
+    for v in like:
+        if isinstance(v, torch.Tensor):
+            return torch.as_tensor(result, dtype=torch.float64, device=v.device)
+    if np.ndim(result) == 0 and not any(isinstance(v, np.ndarray) for v in like):
+        return float(result)
+    return np.asarray(result, dtype=float)
+
+
+def isclose_scalar(a, b):
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)

@@ -1,0 +1,103 @@
+import math
+
+import pytest
+import torch
+
+import sigprop as sp
+from conftest import Z
+
+
+def _cfg(**kw):
+    base = dict(d=16, norm="post", sigma_qk2=0.05)
+    base.update(kw)
+    return sp.BlockConfig(**base)
+
+
+def test_shapes_and_layer_zero_is_input():
+    cfg = _cfg(heads=2)
+    params = sp.sample_transformer(cfg, 3, inits=4, generator=0)
+    assert params.w_q.shape == (4, 3, 2, 8, 16) and params.w_v.shape == (4, 3, 2, 8, 16)
+    x = sp.gaussian_tokens(5, T=6, d=16, generator=1)
+    out = sp.transformer_forward(x, params, cfg)
+    assert out.shape == (4, 4, 5, 6, 16)
+    assert torch.equal(out[0, 2], x)
+    cos = sp.transformer_forward(x, params, cfg, measure=sp.mean_cosine)
+    assert cos.shape == (4, 4, 5) and torch.allclose(cos[-1], sp.mean_cosine(out[-1]))
+
+
+def test_forward_matches_self_attention_reference():
+    # one block, no MLP, no LN: out = alpha x + branch * SA(x) with sp.self_attention
+    cfg = _cfg(norm="none", mlp=False, alpha_sa=0.7, branch_sa=1.3)
+    params = sp.sample_transformer(cfg, 1, inits=2, generator=0, dtype=torch.float64)
+    x = sp.gaussian_tokens(2, 3, T=5, d=16, generator=1, dtype=torch.float64)
+    out = sp.transformer_forward(x, params, cfg)[-1]
+    sa, _ = sp.self_attention(x, params.w_q[:, 0, 0, None], params.w_k[:, 0, 0, None], params.w_v[:, 0, 0, None])
+    assert torch.allclose(out, 0.7 * x + 1.3 * sa, atol=1e-12)
+
+
+def test_post_ln_skip_and_branch_weights_are_equivalent():
+    # S + alpha X and X + S/alpha give the same post-LN network (the notation page's claim)
+    a = 1.7
+    cfg1 = _cfg(alpha_sa=a, alpha_mlp=a)
+    cfg2 = _cfg(branch_sa=1 / a, branch_mlp=1 / a)
+    params = sp.sample_transformer(cfg1, 4, inits=2, generator=0, dtype=torch.float64)
+    x = sp.gaussian_tokens(3, T=6, d=16, generator=1, dtype=torch.float64)
+    assert torch.allclose(sp.transformer_forward(x, params, cfg1), sp.transformer_forward(x, params, cfg2), atol=1e-10)
+
+
+def test_post_ln_tokens_have_unit_norm_and_weight_variances():
+    cfg = _cfg(d=64, sigma_v2=2.0, sigma_w2=1.5, sigma_b2=0.3)
+    params = sp.sample_transformer(cfg, 1, inits=200, generator=0, dtype=torch.float64)
+    assert sp.estimate(params.w_v.pow(2).mean((1, 2, 3, 4))).agrees(2.0 / 64, z=Z)
+    assert sp.estimate(params.w1.pow(2).mean((1, 2, 3))).agrees(1.5 / 64, z=Z)
+    assert sp.estimate(params.b1.pow(2).mean((1, 2))).agrees(0.3, z=Z)
+    assert sp.estimate(params.w_q.pow(2).mean((1, 2, 3, 4))).agrees(0.05, z=Z)
+    out = sp.transformer_forward(sp.gaussian_tokens(2, T=4, d=64, generator=1, dtype=torch.float64), params, cfg)
+    q, _ = sp.token_overlaps(out[-1])
+    assert torch.allclose(q, torch.ones_like(q))
+
+
+def test_gg_variance_gives_logit_variance_beta2_logT():
+    # App. B.1: Var(a_ts) = beta^2 log T q^2 with the 1/sqrt(d) logit scale
+    beta, T, d = 0.8, 50, 64
+    cfg = sp.BlockConfig(d=d, sigma_qk2=sp.gg_qk_variance(beta, T, d), logit_scale=1 / math.sqrt(d))
+    params = sp.sample_transformer(cfg, 1, inits=400, generator=0, dtype=torch.float64)
+    x = sp.gaussian_tokens(400, 1, T=2, d=d, generator=1, dtype=torch.float64)
+    qv = torch.einsum("nbtd,nkd->nbtk", x, params.w_q[:, 0, 0])
+    kv = torch.einsum("nbtd,nkd->nbtk", x, params.w_k[:, 0, 0])
+    a = cfg.scale * (qv[:, 0, 0] * kv[:, 0, 1]).sum(-1)
+    assert sp.estimate(a**2).agrees(beta**2 * math.log(T), z=Z)
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    (dict(d=0), ValueError, "d must be >= 1"),
+    (dict(d=10, heads=3), ValueError, "divisible by heads"),
+    (dict(d=8, norm="sandwich"), ValueError, "norm must be one of"),
+    (dict(d=8, activation="gelu"), ValueError, "activation must be one of"),
+    (dict(d=8, alpha_sa=-1.0), ValueError, "alpha_sa must be >= 0"),
+    (dict(d=8, sigma_qk2=float("nan")), ValueError, "sigma_qk2 must be finite"),
+    (dict(d=8.0), TypeError, "d must be an int"),
+])
+def test_config_validation(kwargs, err, match):
+    with pytest.raises(err, match=match):
+        sp.BlockConfig(**kwargs)
+
+
+def test_forward_validation():
+    cfg = _cfg()
+    params = sp.sample_transformer(cfg, 1, inits=2, generator=0)
+    with pytest.raises(ValueError, match="last dimension d=16"):
+        sp.transformer_forward(torch.zeros(2, 3, 5, 8), params, cfg)
+    with pytest.raises(ValueError, match="inits=2"):
+        sp.transformer_forward(torch.zeros(3, 3, 5, 16), params, cfg)
+    with pytest.raises(ValueError, match="share device and dtype"):
+        sp.transformer_forward(torch.zeros(3, 5, 16, dtype=torch.float64), params, cfg)
+    with pytest.raises(TypeError, match="BlockConfig"):
+        sp.sample_transformer({"d": 16}, 1)
+
+
+def test_gg_and_xavier_variances():
+    assert sp.gg_qk_variance(1.0, math.e, 4) == pytest.approx(0.25)
+    assert sp.xavier_variance(10, 30) == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="T"):
+        sp.gg_qk_variance(1.0, 1, 4)

@@ -1,0 +1,55 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import sigprop as sp
+from conftest import Z
+
+
+def test_gaussian_tokens_overlaps():
+    x = sp.gaussian_tokens(400, T=8, d=64, q=2.0, generator=0, dtype=torch.float64)
+    q, p = sp.token_overlaps(x)
+    assert sp.estimate(q).agrees(2.0, z=Z) and sp.estimate(p).agrees(0.0, z=Z)
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.3, 0.9])
+def test_equicorrelated_tokens(rho):
+    x = sp.equicorrelated_tokens(500, T=6, d=32, rho=rho, q=1.5, generator=1, dtype=torch.float64)
+    q, p = sp.token_overlaps(x)
+    assert sp.estimate(q).agrees(1.5, z=Z)
+    assert sp.estimate(p).agrees(rho * 1.5, z=Z)
+
+
+def test_orthogonal_tokens_exact():
+    x = sp.orthogonal_tokens(3, T=5, d=16, generator=2, dtype=torch.float64)
+    gram = x @ x.transpose(-1, -2) / 16
+    assert torch.allclose(gram, torch.eye(5, dtype=torch.float64).expand(3, 5, 5), atol=1e-12)
+    with pytest.raises(ValueError, match="T <= d"):
+        sp.orthogonal_tokens(T=5, d=4)
+
+
+def test_random_walk_covariance():
+    # Assumption 1 of Bao et al.: Cov(x_i, x_j) = min(i, j) Sigma (1-based positions)
+    d = 3
+    r = torch.tensor([[1.0, 0.5, 0.0], [0.0, 1.0, 0.2], [0.3, 0.0, 1.0]], dtype=torch.float64)
+    sigma = r.T @ r
+    x = sp.random_walk_tokens(20000, T=4, d=d, sigma=sigma, generator=3, dtype=torch.float64)
+    i, j = 1, 3  # positions 2 and 4
+    emp = torch.einsum("na,nb->nab", x[:, i], x[:, j])
+    est = sp.estimate(emp)
+    assert est.agrees(2 * sigma, z=Z)
+
+
+def test_markov_source_entropy_rate():
+    src = sp.MarkovSource(6, concentration=0.5, generator=0)
+    P = src.transition
+    assert torch.allclose(P.sum(1), torch.ones(6, dtype=torch.float64))
+    assert torch.allclose(src.stationary @ P, src.stationary, atol=1e-10)
+    seq = src.sample(400, 60, generator=1)
+    # empirical conditional negative log-likelihood under the true chain = entropy rate
+    nll = -P[seq[:, :-1], seq[:, 1:]].log()
+    est = sp.estimate(nll.mean(1))
+    assert est.agrees(src.entropy_rate, z=Z)
+    assert 0 < src.entropy_rate < math.log(6)
