@@ -79,9 +79,9 @@ def test_block_map_rejects_bad_options():
         th.block_map(1.0, 2.0, beta=1.0)
 
 
-def _mc_cosine(norm, beta, alpha, depth, *, gain=False, T=64, d=128, inits=24, samples=4, seed=0):
+def _mc_cosine(norm, beta, alpha, depth, *, gain=False, T=64, d=128, inits=24, samples=4, seed=0, **extra):
     cfg = sp.BlockConfig(d=d, norm=norm, alpha_sa=alpha, sigma_qk2=sp.gg_qk_variance(beta, T, d),
-                         logit_scale=1 / math.sqrt(d), gain_control=gain)
+                         logit_scale=1 / math.sqrt(d), gain_control=gain, **extra)
 
     def sample(n, g):
         params = sp.sample_transformer(cfg, depth, inits=n, generator=g)
@@ -91,13 +91,16 @@ def _mc_cosine(norm, beta, alpha, depth, *, gain=False, T=64, d=128, inits=24, s
     return sp.monte_carlo(sample, inits, generator=seed, chunk=8, device="cpu")
 
 
-@pytest.mark.parametrize("norm, alpha, gain", [("post", 1.0, False), ("post", 2.0, False), ("post", 1.0, True)])
-def test_block_map_against_random_transformers(norm, alpha, gain):
-    # Algorithms 1 and 3 vs Monte Carlo of real random transformers (T = 64, d = 128, small beta).
-    # The theory drops O(1/T) terms (uniform attention has Y = 1/T, not 0); allow them explicitly.
+@pytest.mark.parametrize("norm, alpha, gain, extra", [
+    ("post", 1.0, False, {}), ("post", 2.0, False, {}), ("post", 1.0, True, {}),
+    ("none", 1.0, False, dict(branch_sa=0.5, branch_mlp=0.5)),
+])
+def test_block_map_against_random_transformers(norm, alpha, gain, extra):
+    # Algorithms 1 and 3 (and the no-LN map with Noci-style branch weights) vs Monte Carlo of
+    # real random transformers (T = 64, d = 128, small beta).
     depth, T = 6, 64
-    est = _mc_cosine(norm, 0.1, alpha, depth, gain=gain, T=T)
-    q, p = th.iterate_block_map(1.0, 0.0, depth, beta=0.1, alpha_sa=alpha, norm=norm, gain_control=gain)
+    est = _mc_cosine(norm, 0.1, alpha, depth, gain=gain, T=T, **extra)
+    q, p = th.iterate_block_map(1.0, 0.0, depth, beta=0.1, alpha_sa=alpha, norm=norm, gain_control=gain, **extra)
     z = est.zscore(p / q)
     print("z-scores", z.round(2))
     assert est.agrees(p / q, z=Z)

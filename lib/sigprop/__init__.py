@@ -34,6 +34,7 @@ _MODULES = (
     "_localisation",
     "_locater",
     "_covariance",
+    "_dictionary",
     "_trainability",
     "_rem_gradients",
     "_rem_corrections",

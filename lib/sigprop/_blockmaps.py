@@ -54,7 +54,10 @@ def _phi_moments(q1, p1, activation):
     """(E[phi(u)^2], E[phi(u) phi(v)]) for u, v ~ N(0, q1) with covariance p1."""
     if activation == "linear":
         return q1, p1
-    rho = np.clip(p1 / q1, -_RHO_CLIP, _RHO_CLIP)
+    # q1 = 0 (sigma_w2 = sigma_b2 = 0, or zero tokens): u = v = 0 and both moments vanish; take rho = 0
+    # there instead of 0/0 = NaN (issue 9, tests/test_properties.py)
+    q1, p1 = np.broadcast_arrays(np.asarray(q1, dtype=float), np.asarray(p1, dtype=float))
+    rho = np.clip(np.divide(p1, q1, out=np.zeros(q1.shape), where=q1 > 0), -_RHO_CLIP, _RHO_CLIP)
     if activation == "relu":
         return q1 / 2.0, q1 * ((np.sqrt(1.0 - rho**2) + rho * (np.pi - np.arccos(rho))) / np.pi) / 2.0
     # tanh: u = sqrt(q1) z1, v = sqrt(q1) (rho z1 + sqrt(1 - rho^2) z2)
@@ -80,29 +83,31 @@ def _attention(q, p, beta, sigma_v2, gain_control):
     return sigma_v2 * (p + (q - p) * y), sigma_v2 * p
 
 
-def _block(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, norm, gain_control, activation):
-    a2, m2 = alpha_sa**2, alpha_mlp**2
+def _block(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, branch_sa, branch_mlp, norm,
+           gain_control, activation):
+    a2, m2, ba2, bm2 = alpha_sa**2, alpha_mlp**2, branch_sa**2, branch_mlp**2
     if norm == "pre":
         qa, pa = _attention(np.ones_like(q), p / q, beta, sigma_v2, gain_control)
-        q, p = qa + a2 * q, pa + a2 * p
+        q, p = ba2 * qa + a2 * q, ba2 * pa + a2 * p
         qm, pm = _mlp(np.ones_like(q), p / q, sigma_w2, sigma_b2, activation)
-        return qm + m2 * q, pm + m2 * p
+        return bm2 * qm + m2 * q, bm2 * pm + m2 * p
     qa, pa = _attention(q, p, beta, sigma_v2, gain_control)
-    q, p = qa + a2 * q, pa + a2 * p
+    q, p = ba2 * qa + a2 * q, ba2 * pa + a2 * p
     if norm == "post":
         q, p = np.ones_like(q), p / q
     qm, pm = _mlp(q, p, sigma_w2, sigma_b2, activation)
-    q, p = qm + m2 * q, pm + m2 * p
+    q, p = bm2 * qm + m2 * q, bm2 * pm + m2 * p
     if norm == "post":
         q, p = np.ones_like(q), p / q
     return q, p
 
 
-def _prepare(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, norm, activation):
+def _prepare(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, branch_sa, branch_mlp, norm, activation):
     qa, pa = check_overlaps(q, p, strict=False)
     args = [check_positive(beta, "beta")]
     for name, v in (("alpha_sa", alpha_sa), ("alpha_mlp", alpha_mlp), ("sigma_w2", sigma_w2),
-                    ("sigma_b2", sigma_b2), ("sigma_v2", sigma_v2)):
+                    ("sigma_b2", sigma_b2), ("sigma_v2", sigma_v2), ("branch_sa", branch_sa),
+                    ("branch_mlp", branch_mlp)):
         args.append(check_positive(v, name, allow_zero=True))
     norm = check_option(norm, Norm, "norm").value
     activation = check_option(activation, Activation, "activation").value
@@ -111,17 +116,19 @@ def _prepare(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, norm
 
 
 def block_map(q, p, *, beta, alpha_sa=1.0, alpha_mlp=1.0, sigma_w2=2.0, sigma_b2=0.0, sigma_v2=1.0,
-              norm="post", gain_control=False, activation="relu"):
+              norm="post", gain_control=False, activation="relu", branch_sa=1.0, branch_mlp=1.0):
     """One transformer block's map ``(q, p) -> (q', p')`` at T -> infinity.
 
     Giorlandino & Goldt 2025, Algorithms 1 (``norm="post"``), 2 (``"pre"``) and 3
-    (``gain_control=True``); ``norm="none"`` omits LN. Every argument broadcasts (numpy
-    arrays or scalars; torch tensors come back as float64 tensors). The average cosine is
-    ``p'/q'`` (post-LN returns ``q' = 1``).
+    (``gain_control=True``); ``norm="none"`` omits LN. ``branch_sa``, ``branch_mlp`` weight the
+    residual branches as in Noci et al. 2022, Eq. (2) (``alpha_sa x + branch_sa SA(x)``; the
+    branch's ``(q, p)`` contribution is multiplied by ``branch^2``). Every argument broadcasts
+    (numpy arrays or scalars; torch tensors come back as float64 tensors). The average cosine
+    is ``p'/q'`` (post-LN returns ``q' = 1``).
     """
-    (qa, pa, b, a1, a2, w2, b2, v2), norm, activation = _prepare(
-        q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, norm, activation)
-    qn, pn = _block(qa, pa, b, a1, a2, w2, b2, v2, norm, bool(gain_control), activation)
+    (qa, pa, b, a1, a2, w2, b2, v2, bs, bm), norm, activation = _prepare(
+        q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, branch_sa, branch_mlp, norm, activation)
+    qn, pn = _block(qa, pa, b, a1, a2, w2, b2, v2, bs, bm, norm, bool(gain_control), activation)
     return to_output(qn, q, p, beta), to_output(pn, q, p, beta)
 
 
@@ -132,8 +139,9 @@ def iterate_block_map(q0, p0, depth, **kwargs):
     ``(beta, alpha_sa)`` grid iterates at once (the trainability diagram).
     """
     depth = check_int(depth, "depth", minimum=0)
-    names = ("beta", "alpha_sa", "alpha_mlp", "sigma_w2", "sigma_b2", "sigma_v2")
-    defaults = dict(alpha_sa=1.0, alpha_mlp=1.0, sigma_w2=2.0, sigma_b2=0.0, sigma_v2=1.0)
+    names = ("beta", "alpha_sa", "alpha_mlp", "sigma_w2", "sigma_b2", "sigma_v2", "branch_sa", "branch_mlp")
+    defaults = dict(alpha_sa=1.0, alpha_mlp=1.0, sigma_w2=2.0, sigma_b2=0.0, sigma_v2=1.0, branch_sa=1.0,
+                    branch_mlp=1.0)
     unknown = set(kwargs) - set(names) - {"norm", "gain_control", "activation"}
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
