@@ -38,12 +38,8 @@ def test_qk_variance_for_beta_inverts_beta_equivalent():
 
 def test_bao_logit_statistics():
     d, lam, mean, scale, n = 32, math.sqrt(32), 0.3, 0.5, 3000
-    g = torch.Generator().manual_seed(0)
-    z = torch.randn(n, d, d, generator=g, dtype=torch.float64)
-    B, _ = torch.linalg.qr(z)
-    w = mean + scale * torch.randn(n, d, generator=g, dtype=torch.float64)
-    W = B @ torch.diag_embed(w) @ B.transpose(-1, -2)
-    x = torch.randn(n, 2, d, generator=g, dtype=torch.float64)
+    W = sp.spectral_qk_matrix(n, d=d, mean=mean, scale=scale, generator=0)  # B diag(w) B^T, Haar B
+    x = torch.randn(n, 2, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     cross = torch.einsum("ni,nij,nj->n", x[:, 0], W, x[:, 1]) / lam
     self_ = torch.einsum("ni,nij,nj->n", x[:, 0], W, x[:, 0]) / lam
     T = 64

@@ -6,7 +6,6 @@ check them without changing their type.
 from __future__ import annotations
 
 import enum
-import math
 
 import numpy as np
 import torch
@@ -136,7 +135,3 @@ def to_output(result: np.ndarray, *like):
     if np.ndim(result) == 0 and not any(isinstance(v, np.ndarray) for v in like):
         return float(result)
     return np.asarray(result, dtype=float)
-
-
-def isclose_scalar(a, b):
-    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)
