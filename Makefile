@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # A CPU build of PyTorch is installed only where the venv has none (Colab and GPU users keep theirs).
 TORCH_SPEC ?= torch==2.13.0
-NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' | sort)
+# Assignment masters (book/assignments) are graded by tests/test_assignments.py, not run by nbval.
+NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -not -path 'book/assignments/*' | sort)
 
 .PHONY: book test test-unit test-notebooks claims bench assignments venv clean
 
@@ -32,6 +33,10 @@ test-notebooks: venv
 
 claims: venv
 	$(PY) -m sigprop.claims
+
+# Student notebooks and autograder bundles (otter-grader) -> _build/assignments/
+assignments: venv
+	$(PY) book/assignments/make_assignments.py
 
 clean:
 	rm -rf _build
