@@ -47,7 +47,8 @@ import enum
 import numpy as np
 import torch
 
-from ._validate import check_finite, check_option, check_positive, check_range, check_tensor, to_output
+from ._validate import (check_attention_weights, check_finite, check_option, check_positive, check_range,
+                        check_tensor, to_output)
 
 __all__ = [
     "attention_jacobian_sq_norms",
@@ -196,15 +197,6 @@ def query_value_log_ratio(n, d, rho, sigma_x2=1.0, *, exact=False):
 
 # ----------------------------------------------------------------------------- autograd and closed-form Monte Carlo
 
-def _check_weights(x, w_q, w_k, w_v):
-    check_tensor(x, "x", ndim_min=2)
-    d = x.shape[-1]
-    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
-        check_tensor(w, name, ndim_min=2, last=d)
-    if w_q.shape[-2] != w_k.shape[-2]:
-        raise ValueError(f"w_q and w_k must have the same d_k; got {tuple(w_q.shape)} and {tuple(w_k.shape)}")
-
-
 def _attention_single(attention, logit_scale):
     from ._uniform import _uniform_attention_kernel
 
@@ -233,7 +225,7 @@ def attention_jacobian_sq_norms(x, w_q, w_k, w_v, *, attention="softmax", logit_
     ``{name: (B,) tensor}`` for the names in ``wrt``. Cost grows like the Jacobian size
     :math:`n d_v\times(\text{parameters})`: use it for small :math:`n, d`.
     """
-    _check_weights(x, w_q, w_k, w_v)
+    check_attention_weights(x, w_q, w_k, w_v)
     att = check_option(attention, _Attention, "attention")
     names = tuple(wrt)
     index = {"x": 0, "q": 1, "k": 2, "v": 3}
@@ -267,7 +259,7 @@ def softmax_param_grad_sq_norms(x, w_q, w_k, w_v, *, logit_scale=None):
     ``{"v", "q", "k": (...) tensors}`` in the dtype of ``x``. Tested against
     :func:`attention_jacobian_sq_norms`.
     """
-    _check_weights(x, w_q, w_k, w_v)
+    check_attention_weights(x, w_q, w_k, w_v)
     d_k, d_v = w_q.shape[-2], w_v.shape[-2]
     c = d_k**-0.5 if logit_scale is None else float(logit_scale)
     q = x @ w_q.transpose(-1, -2)  # (..., n, d_k)

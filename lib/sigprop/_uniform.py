@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._validate import check_finite, check_positive, check_tensor, to_output
+from ._validate import check_attention_weights, check_finite, check_positive, check_tensor, to_output
 
 __all__ = [
     "gram_sum",
@@ -145,12 +145,7 @@ def uniform_self_attention(x, w_q, w_k, w_v, *, logit_scale=None):
     ``Linear`` layout: queries are ``x @ w_q.T``); ``logit_scale`` defaults to
     :math:`1/\sqrt{d_k}`. Returns ``(S, A)``.
     """
-    check_tensor(x, "x", ndim_min=2)
-    d = x.shape[-1]
-    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
-        check_tensor(w, name, ndim_min=2, last=d)
-    if w_q.shape[-2] != w_k.shape[-2]:
-        raise ValueError(f"w_q and w_k must have the same d_k; got {tuple(w_q.shape)} and {tuple(w_k.shape)}")
+    check_attention_weights(x, w_q, w_k, w_v)
     return _uniform_attention_kernel(x, w_q, w_k, w_v, logit_scale)
 
 

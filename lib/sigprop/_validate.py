@@ -135,3 +135,13 @@ def to_output(result: np.ndarray, *like):
     if np.ndim(result) == 0 and not any(isinstance(v, np.ndarray) for v in like):
         return float(result)
     return np.asarray(result, dtype=float)
+
+
+def check_attention_weights(x, w_q, w_k, w_v):
+    """x (..., T, d); w_q, w_k (..., d_k, d) with the same d_k; w_v (..., d_v, d)."""
+    check_tensor(x, "x", ndim_min=2)
+    d = x.shape[-1]
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        check_tensor(w, name, ndim_min=2, last=d)
+    if w_q.shape[-2] != w_k.shape[-2]:
+        raise ValueError(f"w_q and w_k must have the same d_k; got {tuple(w_q.shape)} and {tuple(w_k.shape)}")
