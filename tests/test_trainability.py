@@ -1,0 +1,59 @@
+"""Tests for sigprop._trainability (Giorlandino & Goldt 2025, Fig. 1(c))."""
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import sigprop as sp
+
+PAPER = dict(sigma_w2=0.2, sigma_b2=0.0004, sigma_v2=0.2, alpha_mlp=1.0)   # App. C.1
+
+
+def test_100x100_grid_60_layers_under_two_seconds():
+    b, a = np.linspace(0.05, 3, 100), np.linspace(0.5, 3, 100)
+    for norm, gc in [("post", False), ("pre", False), ("post", True)]:
+        t = time.perf_counter()
+        D = sp.theory.trainability_diagram(b, a, depth=60, norm=norm, gain_control=gc, **PAPER)
+        assert time.perf_counter() - t < 2.0
+        assert D.phase.shape == (100, 100)
+
+
+def test_phases_match_the_criteria():
+    b, a = np.linspace(0.05, 3, 40), np.linspace(0.5, 3, 30)
+    D = sp.theory.trainability_diagram(b, a, depth=60, rank_threshold=0.99, **PAPER)
+    # entropy collapse exactly where beta > beta_c(rho0 = 0) = sqrt(2) (first layer decides)
+    np.testing.assert_array_equal(D.phase[:, b > np.sqrt(2)], sp.ENTROPY_COLLAPSE)
+    low = D.phase[:, b < np.sqrt(2)]
+    assert set(np.unique(low)) == {sp.TRAINABLE, sp.RANK_COLLAPSE}
+    # in the spread phase the diagram depends on alpha only; the boundary is critical_alpha_sa
+    ac = sp.theory.critical_alpha_sa(60, beta=0.5, rank_threshold=0.99, **PAPER)[0]
+    assert np.all(low[a < ac - 1e-6] == sp.RANK_COLLAPSE) and np.all(low[a > ac + 1e-6] == sp.TRAINABLE)
+    # Fig. 1(d): alpha = 1 collapses over 60 layers, 1.5 and 2 do not
+    assert 1.0 < ac < 1.5
+
+
+def test_diagram_agrees_with_elementwise_block_map():
+    b, a = np.array([0.3, 2.0]), np.array([1.0, 2.0])
+    rho, y2 = sp.theory.cosine_vs_depth(5, beta=b[None, :], alpha_sa=a[:, None], rho0=0.1, **PAPER)
+    for i, ai in enumerate(a):
+        for j, bj in enumerate(b):
+            q, p = sp.theory.iterate_block_map(1.0, 0.1, 5, beta=bj, alpha_sa=ai, **PAPER)
+            np.testing.assert_allclose(rho[:, i, j], p / q, rtol=1e-12)
+            assert y2[0, i, j] == pytest.approx(sp.theory.ipr(bj, 1.0, 0.1))
+
+
+def test_gain_control_removes_rank_collapse_in_spread_phase():
+    D = sp.theory.trainability_diagram([0.5], [1.0], depth=60, norm="post", gain_control=True, **PAPER)
+    assert D.phase[0, 0] == sp.TRAINABLE
+    D = sp.theory.trainability_diagram([0.5], [1.0], depth=60, norm="post", **PAPER)
+    assert D.phase[0, 0] == sp.RANK_COLLAPSE
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="rank_threshold"):
+        sp.theory.trainability_diagram([1.0], [1.0], depth=3, rank_threshold=2.0)
+    with pytest.raises(ValueError, match="norm"):
+        sp.theory.trainability_diagram([1.0], [1.0], depth=3, norm="middle")
+    with pytest.raises(ValueError, match="depth"):
+        sp.theory.trainability_diagram([1.0], [1.0], depth=0)
