@@ -23,6 +23,7 @@ _MODULES = (
     "_estimate",
     "_montecarlo",
     "_data",
+    "_corpus",
     "_attention",
     "_blocks",
     "_measures",
