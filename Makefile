@@ -34,6 +34,10 @@ test-notebooks: venv
 claims: venv
 	$(PY) -m sigprop.claims
 
+# Speed and memory benchmarks (prints a table; --json FILE writes it)
+bench: venv
+	$(PY) -m sigprop.bench
+
 # Student notebooks and autograder bundles (otter-grader) -> _build/assignments/
 assignments: venv
 	$(PY) book/assignments/make_assignments.py

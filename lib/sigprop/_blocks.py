@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from ._attention import _mix, layer_norm
+from ._attention import LN_EPS, _mix, layer_norm
 from ._random import as_generator
 from ._validate import check_int, check_option, check_positive, check_seq_len, check_tensor
 
@@ -209,6 +209,108 @@ def _residual(x, branch, skip, weight, norm, center):
     return skip * x + weight * branch(x)
 
 
+def _forward_reference(x, params, config, keep):
+    """The plain block loop (autograd- and ``torch.func``-safe); used when gradients are needed."""
+    c = config
+    outs = [keep(x)]
+    for l in range(params.depth):
+        x = _residual(x, lambda y: _attention_layer(y, params, l, c), c.alpha_sa, c.branch_sa, c.norm, c.ln_center)
+        if c.mlp:
+            x = _residual(x, lambda y: _mlp_layer(y, params, l, c), c.alpha_mlp, c.branch_mlp, c.norm, c.ln_center)
+        outs.append(keep(x))
+    return torch.stack(outs)
+
+
+# ---------------------------------------------------------------- fast path (no autograd)
+# The same computation as :func:`_forward_reference`, reorganised for speed (issue 9): sequences
+# flattened into one batched matmul per initialisation, Q/K/V from one fused matmul, biases fused
+# into the matmul (skipped when exactly zero), in-place elementwise work on fresh intermediates,
+# a one-pass RMS norm, and each block's output written straight into the result. Results agree
+# with the reference to float rounding (tests/test_properties.py checks this).
+
+def _ln_inplace(x, center):
+    """:func:`layer_norm` on a fresh tensor, in place: ``x / max(|x|/sqrt(d), sqrt(LN_EPS))``."""
+    if center:
+        x.sub_(x.mean(-1, keepdim=True))
+    rms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    if not bool(torch.isfinite(rms).all()):
+        # |x|^2 overflowed (entries beyond ~1e19 in float32): norm of x / max|x|, times max|x|
+        top = x.abs().amax(-1, keepdim=True)
+        rms = torch.where(torch.isfinite(rms), rms,
+                          top * torch.linalg.vector_norm(x / top.clamp_min(torch.finfo(x.dtype).tiny), dim=-1,
+                                                         keepdim=True))
+    rms.mul_(1.0 / math.sqrt(x.shape[-1])).clamp_min_(math.sqrt(LN_EPS))
+    return x.div_(rms)
+
+
+def _combine_(branch, x, skip, weight):
+    """``skip * x + weight * branch``, in place on the fresh ``branch``."""
+    if weight != 1.0:
+        branch.mul_(weight)
+    if skip != 0.0:
+        branch.add_(x, alpha=skip)
+    return branch
+
+
+def _linear(x2, w, b):
+    """``x2 (n, m, d) @ w^T (n, d, k) + b (n, k)``; the bias is fused, and skipped when all zero."""
+    if bool(b.any()):
+        return torch.baddbmm(b.unsqueeze(1), x2, w.transpose(1, 2))
+    return torch.bmm(x2, w.transpose(1, 2))
+
+
+def _forward_fast(x, params, config, keep, measured):
+    c = config
+    n, b, T, d = x.shape
+    H, dk, dv = c.heads, c.head_dim, c.value_dim
+    act = {"relu": torch.relu_, "tanh": torch.tanh_, "linear": lambda z: z}[c.activation]
+    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1) if c.causal else None
+    if measured:
+        outs = [keep(x)]
+    else:
+        result = torch.empty((params.depth + 1, n, b, T, d), dtype=x.dtype, device=x.device)
+        result[0] = x
+    for l in range(params.depth):
+        # ---- attention
+        xin = _ln_inplace(x.clone(), c.ln_center) if c.norm == "pre" else x
+        w = torch.cat([params.w_q[:, l].reshape(n, H * dk, d), params.w_k[:, l].reshape(n, H * dk, d),
+                       params.w_v[:, l].reshape(n, H * dv, d)], 1)
+        qkv = torch.bmm(xin.reshape(n, b * T, d), w.transpose(1, 2)).view(n, b, T, -1)
+        q, k, v = qkv.split([H * dk, H * dk, H * dv], -1)
+        q = q.unflatten(-1, (H, dk)).transpose(2, 3)  # (n, b, H, T, dk)
+        k = k.unflatten(-1, (H, dk)).transpose(2, 3)
+        v = v.unflatten(-1, (H, dv)).transpose(2, 3)
+        logits = torch.matmul(q, k.transpose(-1, -2)).mul_(c.scale)
+        if mask is not None:
+            logits.masked_fill_(mask, float("-inf"))
+        work = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+        A = torch.softmax(work, dim=-1).to(v.dtype)
+        if c.gain_control:
+            v = v - v.mean(-2, keepdim=True)
+        o = torch.matmul(A, v).transpose(2, 3).reshape(n, b, T, H * dv)
+        o = _combine_(o, x, c.alpha_sa, c.branch_sa)
+        x = _ln_inplace(o, c.ln_center) if c.norm == "post" else o
+        # ---- MLP
+        if c.mlp:
+            xin = _ln_inplace(x.clone(), c.ln_center) if c.norm == "pre" else x
+            h = act(_linear(xin.reshape(n, b * T, d), params.w1[:, l], params.b1[:, l]))
+            o = _linear(h, params.w2[:, l], params.b2[:, l]).view(n, b, T, d)
+            o = _combine_(o, x, c.alpha_mlp, c.branch_mlp)
+            x = _ln_inplace(o, c.ln_center) if c.norm == "post" else o
+        if measured:
+            outs.append(keep(x))
+        else:
+            result[l + 1] = x
+            x = result[l + 1]
+    return torch.stack(outs) if measured else result
+
+
+def _needs_autograd(x, params):
+    if not torch.is_grad_enabled():
+        return False
+    return x.requires_grad or any(getattr(params, f.name).requires_grad for f in dataclasses.fields(params))
+
+
 def transformer_forward(x: torch.Tensor, params: TransformerParams, config: BlockConfig, *,
                         measure=None) -> torch.Tensor:
     """Run every block; return all representations, shape ``(depth + 1, inits, samples, T, d)``.
@@ -220,9 +322,16 @@ def transformer_forward(x: torch.Tensor, params: TransformerParams, config: Bloc
     networks never hold every layer in memory.
     """
     check_tensor(x, "x", ndim_min=3)
+    if not isinstance(config, BlockConfig):
+        raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
+    if not isinstance(params, TransformerParams):
+        raise TypeError(f"params must be a TransformerParams; got {type(params).__name__}")
     n, d = params.inits, config.d
     if x.shape[-1] != d:
         raise ValueError(f"x must have last dimension d={d}; got shape {tuple(x.shape)}")
+    if params.w_q.shape[-1] != d or params.w_q.shape[2] != config.heads:
+        raise ValueError(f"params do not match config (d={d}, heads={config.heads}): w_q has shape "
+                         f"{tuple(params.w_q.shape)}, expected (inits, depth, {config.heads}, {config.head_dim}, {d})")
     if x.ndim == 3:
         x = x.unsqueeze(0).expand(n, *x.shape)
     if x.ndim != 4 or x.shape[0] != n:
@@ -230,12 +339,7 @@ def transformer_forward(x: torch.Tensor, params: TransformerParams, config: Bloc
     if x.device != params.w_q.device or x.dtype != params.w_q.dtype:
         raise ValueError(f"x ({x.device}, {x.dtype}) and params ({params.w_q.device}, {params.w_q.dtype}) "
                          "must share device and dtype")
-    c = config
     keep = (lambda y: y) if measure is None else measure
-    outs = [keep(x)]
-    for l in range(params.depth):
-        x = _residual(x, lambda y: _attention_layer(y, params, l, c), c.alpha_sa, c.branch_sa, c.norm, c.ln_center)
-        if c.mlp:
-            x = _residual(x, lambda y: _mlp_layer(y, params, l, c), c.alpha_mlp, c.branch_mlp, c.norm, c.ln_center)
-        outs.append(keep(x))
-    return torch.stack(outs)
+    if _needs_autograd(x, params):
+        return _forward_reference(x, params, config, keep)
+    return _forward_fast(x.contiguous(), params, config, keep, measure is not None)

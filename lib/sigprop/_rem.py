@@ -173,15 +173,6 @@ def ipr_finite_width(beta, *, T: int, d: int, q: float = 1.0, p: float = 0.0, r:
 # ---------------------------------------------------------------- Monte Carlo
 
 
-def _power(e: torch.Tensor, r: float) -> torch.Tensor:
-    """e**r, by multiplication for small integer r (several times faster than pow)."""
-    if r == int(r) and 1 <= r <= 4:
-        out = e
-        for _ in range(int(r) - 1):
-            out = out * e
-        return out
-    return e**r
-
 #: Keys are drawn in blocks of this many tokens, each from its own seed, so results do not
 #: depend on the memory chunk (a multiple of the block).
 KEY_BLOCK = 1024
@@ -196,7 +187,7 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
     and of a sequence of ``T`` tokens ``x_s = sqrt(q)(sqrt(p/q) g + sqrt(1-p/q) z_s)`` in
     ``R^d``, the first ``queries`` tokens attend over all ``T`` tokens (themselves included);
     ``sum_s A_ts^r`` is streamed over key chunks with a running log-sum-exp, so memory is
-    ``O(len(beta) inits queries chunk)`` and no ``T x T`` matrix is built.
+    ``O(inits queries chunk)`` (one beta at a time) and no ``T x T`` matrix is built.
 
     Returns an :class:`Estimate` of shape ``(len(beta), len(r))``: mean over queries and
     inits, standard error over the ``inits`` independent networks (rows of one network are
@@ -233,42 +224,82 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
         common.append(torch.randn(1, d, generator=g, device=device, dtype=dtype))
     wq, wk, common = torch.stack(gq), torch.stack(gk), torch.stack(common)  # (n, d, d), (n, 1, d)
 
-    def keys(b):
+    shared = math.sqrt(rho) * common  # (n, 1, d)
+
+    def keys(b, out=None):
+        # x_s = sqrt(q) (sqrt(rho) g + sqrt(1 - rho) z_s) for the keys of block b, written into ``out``
         size = min(KEY_BLOCK, T - b * KEY_BLOCK)
-        z = torch.stack([torch.randn(size, d, generator=gen(i, b + 1), device=device, dtype=dtype)
-                         for i in range(inits)])
-        return math.sqrt(q) * (math.sqrt(rho) * common + math.sqrt(1 - rho) * z)  # (n, size, d)
+        z = torch.empty(inits, size, d, device=device, dtype=dtype) if out is None else out
+        for i in range(inits):
+            torch.randn(size, d, generator=gen(i, b + 1), device=device, dtype=dtype, out=z[i])
+        return z.mul_(math.sqrt(1 - rho)).add_(shared).mul_(math.sqrt(q))  # (n, size, d)
 
     first = keys(0)
     qv = first[:, :queries] @ wq.transpose(-1, -2)  # (n, Q, d)
     unit = math.sqrt(math.log(T)) / d / math.sqrt(d)  # logits = beta * unit * (G_Q x_t).(G_K x_s)
-    bt = torch.as_tensor(betas * unit, device=device, dtype=torch.float64)[:, None, None, None]
-    rt = torch.as_tensor(rs, device=device, dtype=torch.float64)
+    # Streaming log-sum-exp (issue 9): the logits of every beta are b * base with b = beta * unit > 0,
+    # so each key chunk's maximum is b * max(base) and ``base - max(base)`` is shared by all betas
+    # (``rel`` below).
+    # For each beta, with running maximum m, sums S_r = sum_s exp(r (a_s - m)) and a chunk maximum
+    # b * M_c, the update is m' = max(m, b M_c),
+    #     S_r <- S_r exp(r (m - m')) + exp(r (b M_c - m')) sum_{s in chunk} exp(r b (base_s - M_c)).
+    # One beta at a time on reused (inits, queries, chunk) float64 buffers: peak memory is
+    # O(inits queries chunk), independent of len(beta) and T.
+    bs = [float(v) for v in betas * unit]
     shape = (len(betas), inits, queries)
     run_max = torch.full(shape, -math.inf, device=device, dtype=torch.float64)
     s1 = torch.zeros(shape, device=device, dtype=torch.float64)
     sr = torch.zeros(*shape, len(rs), device=device, dtype=torch.float64)
     per_chunk = chunk // KEY_BLOCK
+    width = min(chunk, n_blocks * KEY_BLOCK)
+    # reused buffers: fresh multi-MB allocations each step cost more than the arithmetic (page faults)
+    kbuf = torch.empty(inits, width, d, device=device, dtype=dtype)
+    ebuf = torch.empty(inits, queries, width, device=device, dtype=torch.float64)
+    pbuf = torch.empty_like(ebuf) if any(r_ != 1 for r_ in rs) else None
     bar = None
     if progress or (progress is None and T * inits * queries * len(betas) > 2e9):
         from ._montecarlo import progress_bar
         bar = progress_bar(n_blocks, desc="keys")
     for start in range(0, n_blocks, per_chunk):
-        blocks = range(start, min(n_blocks, start + per_chunk))
-        kx = torch.cat([first if b == 0 else keys(b) for b in blocks], dim=1)  # (n, c, d)
-        kv = kx @ wk.transpose(-1, -2)
-        base_logits = (qv @ kv.transpose(-1, -2)).double()  # (n, Q, c)
-        a = bt * base_logits[None]  # (B, n, Q, c)
-        new_max = torch.maximum(run_max, a.amax(-1))
-        decay = torch.exp(run_max - new_max)
-        e = torch.exp(a - new_max[..., None])
-        s1 = s1 * decay + e.sum(-1)
-        sr = sr * decay[..., None] ** rt + torch.stack([_power(e, r_).sum(-1) for r_ in rs], -1)
-        run_max = new_max
+        c = 0
+        for b in range(start, min(n_blocks, start + per_chunk)):
+            size = min(KEY_BLOCK, T - b * KEY_BLOCK)
+            if b == 0:
+                kbuf[:, :size] = first
+            else:
+                keys(b, out=kbuf[:, c:c + size])
+            c += size
+        kv = kbuf[:, :c] @ wk.transpose(-1, -2)
+        rel = (qv @ kv.transpose(-1, -2)).double()  # (n, Q, c) logits / b
+        del kv
+        top = rel.amax(-1)  # (n, Q)
+        rel.sub_(top[..., None])  # <= 0
+        e, pw = ebuf[..., :c], (None if pbuf is None else pbuf[..., :c])
+        for j, b_ in enumerate(bs):
+            chunk_max = b_ * top
+            new_max = torch.maximum(run_max[j], chunk_max)
+            old = torch.exp(run_max[j] - new_max)
+            here = torch.exp(chunk_max - new_max)
+            torch.mul(rel, b_, out=e).exp_()  # entries in (0, 1]
+            e_sum = e.sum(-1)
+            s1[j] = s1[j] * old + e_sum * here
+            for k, r_ in enumerate(rs):
+                if r_ == 1:
+                    part = e_sum
+                elif r_ == int(r_) and 2 <= r_ <= 4:
+                    torch.mul(e, e, out=pw)
+                    for _ in range(int(r_) - 2):
+                        pw.mul_(e)
+                    part = pw.sum(-1)
+                else:
+                    part = torch.pow(e, r_, out=pw).sum(-1)
+                sr[j, ..., k] = sr[j, ..., k] * old**r_ + part * here**r_
+            run_max[j] = new_max
         if bar is not None:
-            bar.update(len(blocks))
+            bar.update(min(n_blocks, start + per_chunk) - start)
     if bar is not None:
         bar.close()
+    rt = torch.as_tensor(rs, device=device, dtype=torch.float64)
     y = sr / s1[..., None] ** rt  # (B, n, Q, R)
     per_init = y.mean(2)  # (B, n, R)
     mean = per_init.mean(1)

@@ -1,0 +1,36 @@
+"""``python -m sigprop.bench [--json FILE] [--pages | --pages-twice] [--tiny] [--only NAME ...]``.
+
+Prints the benchmark table of issue 9 (see :mod:`sigprop.bench`); ``--json FILE`` also writes it.
+The default run (no ``--pages``) takes a few minutes on two CPU cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import format_table, run
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sigprop.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    ap.add_argument("--tiny", action="store_true", help="toy sizes (seconds): a smoke test")
+    ap.add_argument("--pages", action="store_true", help="also execute every book page and time it (slow)")
+    ap.add_argument("--pages-twice", action="store_true",
+                    help="execute every page in reverse order, then again in order (slower)")
+    ap.add_argument("--only", nargs="+", choices=["forward", "naive", "ipr", "diagram", "grad", "pages"],
+                    help="run only these benchmarks")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default min(2, cpu count))")
+    args = ap.parse_args(argv)
+    result = run(tiny=args.tiny, pages=args.pages, pages_twice=args.pages_twice, only=args.only,
+                 threads=args.threads, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr, flush=True))
+    print(format_table(result))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

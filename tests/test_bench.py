@@ -1,0 +1,71 @@
+"""Smoke test of ``sigprop.bench`` at toy sizes: it runs, rows are well formed, numbers agree.
+
+No wall-clock assertion anywhere (times on shared machines are noise); only that every
+benchmark produces finite numbers and that the batched and naive implementations agree.
+"""
+import json
+import math
+
+import pytest
+import torch
+
+import sigprop as sp
+from sigprop import bench
+
+
+def test_tiny_run_and_table(tmp_path):
+    res = bench.run(tiny=True, only=["forward", "naive", "diagram", "grad"], threads=1)
+    rows = res["rows"]
+    assert {r["bench"] for r in rows} == {"forward", "naive loop", "diagram", "per-sample grad"}
+    for r in rows:
+        assert set(r) >= {"bench", "setting", "metric", "value", "goal", "meets"}
+        assert isinstance(r["value"], float) and math.isfinite(r["value"]) and r["value"] > 0 or r["value"] == 0.0
+    table = bench.format_table(res)
+    assert "benchmark" in table and "naive loop" in table
+    # float64 naive vs batched: float rounding only
+    diff = [r for r in rows if r["metric"].startswith("max |batched - naive|")]
+    assert diff and all(r["value"] < 1e-12 for r in diff)
+    # vmap(grad) agrees with the loop of autograd.grad
+    assert all(r["max_rel_diff"] < 1e-4 for r in rows if r["bench"] == "per-sample grad")
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(res, default=str))
+    assert json.loads(path.read_text())["rows"]
+
+
+def test_ipr_subprocess_tiny():
+    rows = bench.bench_ipr(T=2048, n_beta=2, queries=2, inits=2, d=4, threads=1)
+    seconds, memory = rows
+    assert seconds["value"] > 0 and memory["value"] > 0 and memory["finite_in_range"]
+    assert seconds["goal"] is None  # goals apply only at the issue's sizes
+
+
+def test_naive_transformer_matches_engine_all_variants():
+    for kw in (dict(norm="pre", heads=2, causal=True), dict(norm="none", gain_control=True, activation="tanh",
+                                                            alpha_sa=0.5, branch_mlp=0.3)):
+        cfg = sp.BlockConfig(d=8, sigma_qk2=0.2, sigma_b2=0.1, **kw)
+        params = sp.sample_transformer(cfg, 2, inits=2, generator=0, dtype=torch.float64)
+        x = sp.gaussian_tokens(2, 3, T=4, d=8, generator=1, dtype=torch.float64)
+        models = [bench.NaiveTransformer(cfg, 2).double().load(params, i) for i in range(2)]
+        with torch.no_grad():
+            ref = bench._naive_forward(models, x)
+            assert torch.allclose(sp.transformer_forward(x, params, cfg), ref, atol=1e-12)
+
+
+def test_forward_flops_counts_matmuls():
+    cfg = sp.BlockConfig(d=4, mlp=False)
+    # QKV: 2*T*d*3d, logits and A V: 2*T*T*2d
+    assert bench.forward_flops(cfg, 1, 1, 1, 3) == 2 * 3 * 4 * 12 + 2 * 9 * 8
+
+
+def test_bad_benchmark_name():
+    with pytest.raises(ValueError, match="only must name benchmarks"):
+        bench.run(tiny=True, only=["nope"])
+
+
+def test_cli_tiny(tmp_path, capsys):
+    from sigprop.bench.__main__ import main
+
+    out = tmp_path / "b.json"
+    assert main(["--tiny", "--only", "diagram", "--threads", "1", "--json", str(out)]) == 0
+    assert "diagram" in capsys.readouterr().out
+    assert json.loads(out.read_text())["rows"]
