@@ -86,9 +86,9 @@ def test_block_maps_depth_1000(kw):
     assert np.all(q > 0) and np.all(p >= -1e-12 * q) and np.all(p <= q * (1 + 1e-12))
 
 
-@pytest.mark.xfail(strict=True, reason="known (issue 9 report): without LN the maps are homogeneous in (q, p), so "
-                   "q over- or underflows float64 within 1,000 blocks unless the gain per block is ~1, and "
-                   "q - p then gives NaN; iterating (log q, p/q) would avoid it")
+@pytest.mark.xfail(strict=True, reason="known (issue 9 report): without LN the token norm q changes by a roughly "
+                   "constant factor per block, so it over- or underflows float64 within 1,000 blocks unless "
+                   "that factor is ~1, and q - p then gives NaN; iterating (log q, p/q) would avoid it")
 def test_block_maps_depth_1000_without_layer_norm():
     q, p = sp.theory.iterate_block_map(1.0, 0.0, 1000, beta=np.array([0.1, 5.0]), alpha_sa=0.5, alpha_mlp=0.5,
                                        norm="none")
