@@ -130,3 +130,11 @@ def test_validation():
         sp.theory.cosine_map(1.5, 2.0)
     with pytest.raises(TypeError, match="x"):
         sp.theory.score_covariance(np.ones((3, 3)), beta=1.0)
+
+
+def test_finite_T_block_map_without_layer_norm_stays_finite():
+    # no LN: q grows with depth, the score scale with it; the quadrature hands over to the
+    # condensed-phase limit instead of allocating a grid that grows with sigma
+    for norm in ("none", "pre", "post"):
+        q, p = sp.theory.iterate_block_map_finite(1.0, 0.0, 12, T=64, beta=1.2, alpha_sa=1.3, norm=norm)
+        assert np.all(np.isfinite(q)) and np.all(np.isfinite(p)) and np.all(np.abs(p) <= q * (1 + 1e-12))

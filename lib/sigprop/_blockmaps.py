@@ -83,23 +83,32 @@ def _attention(q, p, beta, sigma_v2, gain_control):
     return sigma_v2 * (p + (q - p) * y), sigma_v2 * p
 
 
-def _block(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, branch_sa, branch_mlp, norm,
-           gain_control, activation):
-    a2, m2, ba2, bm2 = alpha_sa**2, alpha_mlp**2, branch_sa**2, branch_mlp**2
+def _block_with(q, p, attention, mlp, a2, m2, ba2, bm2, norm):
+    """One block given its attention and MLP maps ``(q, p) -> (q', p')``: residuals and LN.
+
+    Shared by the T -> infinity map below and the finite-T map of ``_rem_corrections``.
+    """
     if norm == "pre":
-        qa, pa = _attention(np.ones_like(q), p / q, beta, sigma_v2, gain_control)
+        qa, pa = attention(np.ones_like(q), p / q)
         q, p = ba2 * qa + a2 * q, ba2 * pa + a2 * p
-        qm, pm = _mlp(np.ones_like(q), p / q, sigma_w2, sigma_b2, activation)
+        qm, pm = mlp(np.ones_like(q), p / q)
         return bm2 * qm + m2 * q, bm2 * pm + m2 * p
-    qa, pa = _attention(q, p, beta, sigma_v2, gain_control)
+    qa, pa = attention(q, p)
     q, p = ba2 * qa + a2 * q, ba2 * pa + a2 * p
     if norm == "post":
         q, p = np.ones_like(q), p / q
-    qm, pm = _mlp(q, p, sigma_w2, sigma_b2, activation)
+    qm, pm = mlp(q, p)
     q, p = bm2 * qm + m2 * q, bm2 * pm + m2 * p
     if norm == "post":
         q, p = np.ones_like(q), p / q
     return q, p
+
+
+def _block(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, branch_sa, branch_mlp, norm,
+           gain_control, activation):
+    return _block_with(q, p, lambda qq, pp: _attention(qq, pp, beta, sigma_v2, gain_control),
+                       lambda qq, pp: _mlp(qq, pp, sigma_w2, sigma_b2, activation),
+                       alpha_sa**2, alpha_mlp**2, branch_sa**2, branch_mlp**2, norm)
 
 
 def _prepare(q, p, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, branch_sa, branch_mlp, norm, activation):

@@ -149,7 +149,7 @@ def iterate_block_map_finite(q0, p0, depth, *, T, beta, alpha_sa=1.0, alpha_mlp=
     the condensed phase with ``p > 0`` it underestimates ``Y_p`` (see :func:`cross_overlap_rem`).
     Scalars only; returns ``(q, p)`` arrays of shape ``(depth + 1,)``.
     """
-    from ._blockmaps import _mlp
+    from ._blockmaps import _block_with, _mlp
     depth = check_int(depth, "depth", minimum=0)
     T = check_int(T, "T", minimum=2)
     beta = float(check_positive(beta, "beta"))
@@ -169,20 +169,7 @@ def iterate_block_map_finite(q0, p0, depth, *, T, beta, alpha_sa=1.0, alpha_mlp=
         return float(qm), float(pm)
 
     for _ in range(depth):
-        if norm == "pre":
-            qa, pa = attn(1.0, p / q)
-            q, p = qa + a2 * q, pa + a2 * p
-            qm, pm = mlp(1.0, p / q)
-            q, p = qm + m2 * q, pm + m2 * p
-        else:
-            qa, pa = attn(q, p)
-            q, p = qa + a2 * q, pa + a2 * p
-            if norm == "post":
-                q, p = 1.0, p / q
-            qm, pm = mlp(q, p)
-            q, p = qm + m2 * q, pm + m2 * p
-            if norm == "post":
-                q, p = 1.0, p / q
+        q, p = (float(v) for v in _block_with(np.float64(q), np.float64(p), attn, mlp, a2, m2, 1.0, 1.0, norm))
         qs.append(q)
         ps.append(p)
     return np.array(qs), np.array(ps)
