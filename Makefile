@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # Assignment masters (book/assignments) are graded by tests/test_assignments.py, not run by nbval.
 NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -not -path 'book/assignments/*' | sort)
 
-.PHONY: book test test-unit test-notebooks claims bench assignments venv clean
+.PHONY: book test test-unit test-notebooks claims bench records assignments venv clean
 
 venv: $(VENV)/.installed
 
@@ -37,6 +37,10 @@ claims: venv
 # Speed and memory benchmarks (prints a table; --json FILE writes it)
 bench: venv
 	$(PY) -m sigprop.bench
+
+# Re-record the training experiment shown in the book (~35 min on 2 CPU cores; minutes on a GPU)
+records: venv
+	cd lib/sigprop/experiments/records && ../../../../$(PY) -m sigprop.experiments regimes --size record --threads 2 --out gg2025_regimes_record.json
 
 # Student notebooks and autograder bundles (otter-grader) -> _build/assignments/
 assignments: venv

@@ -39,6 +39,7 @@ _MODULES = (
     "_trainability",
     "_rem_gradients",
     "_rem_corrections",
+    "_training",
 )
 
 __all__ = ["theory"]

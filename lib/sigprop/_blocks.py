@@ -185,12 +185,14 @@ def sample_transformer(config: BlockConfig, depth: int, *, inits: int = 1, gener
     )
 
 
-def _attention_layer(x, p: TransformerParams, l: int, c: BlockConfig):
-    # x (n, b, T, d); weights (n, H, k, d)
+def _attention_layer(x, p: TransformerParams, l: int, c: BlockConfig, weights: list | None = None):
+    # x (n, b, T, d); weights (n, H, k, d). Appends A (n, b, H, T, T) to ``weights`` when given.
     q = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_q[:, l])
     k = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_k[:, l])
     v = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_v[:, l])
-    out, _ = _mix(c.scale * (q @ k.transpose(-1, -2)), v, causal=c.causal, gain_control=c.gain_control)
+    out, A = _mix(c.scale * (q @ k.transpose(-1, -2)), v, causal=c.causal, gain_control=c.gain_control)
+    if weights is not None:
+        weights.append(A)
     n, b, H, T, dv = out.shape
     return out.permute(0, 1, 3, 2, 4).reshape(n, b, T, H * dv)  # concat heads -> (n, b, T, d)
 
@@ -209,14 +211,21 @@ def _residual(x, branch, skip, weight, norm, center):
     return skip * x + weight * branch(x)
 
 
+def _block(x, params, config, l, weights=None):
+    """Block ``l`` (attention, then MLP), autograd-safe; appends its attention weights to ``weights``."""
+    c = config
+    x = _residual(x, lambda y: _attention_layer(y, params, l, c, weights), c.alpha_sa, c.branch_sa, c.norm,
+                  c.ln_center)
+    if c.mlp:
+        x = _residual(x, lambda y: _mlp_layer(y, params, l, c), c.alpha_mlp, c.branch_mlp, c.norm, c.ln_center)
+    return x
+
+
 def _forward_reference(x, params, config, keep):
     """The plain block loop (autograd- and ``torch.func``-safe); used when gradients are needed."""
-    c = config
     outs = [keep(x)]
     for l in range(params.depth):
-        x = _residual(x, lambda y: _attention_layer(y, params, l, c), c.alpha_sa, c.branch_sa, c.norm, c.ln_center)
-        if c.mlp:
-            x = _residual(x, lambda y: _mlp_layer(y, params, l, c), c.alpha_mlp, c.branch_mlp, c.norm, c.ln_center)
+        x = _block(x, params, config, l)
         outs.append(keep(x))
     return torch.stack(outs)
 

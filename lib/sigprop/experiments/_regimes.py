@@ -1,0 +1,114 @@
+r"""The three regimes of Giorlandino & Goldt 2025 (Fig. 1(f), App. C.1) and gain control (Fig. 5,
+App. D.1), trained on the masked-token task of :class:`sigprop.MaskedTask`.
+
+The miniature keeps the paper's structure -- post-LN blocks with ReLU MLPs, the query/key scale
+``beta`` of Result 1 (``sigma_qk^2 = beta sqrt(log T) / d``), skip strength ``alpha_SA``, AdamW with
+warm-up, linear decay, weight decay 0.01 and clipping at 1.0 -- and shrinks everything else: width
+``d = 32`` (paper 600), ``T = 16`` (512), 12 blocks (60), a 16-symbol Markov language (TinyStories),
+2,000 steps of 128 sequences (one epoch, ~33k steps of 64). To make 12 blocks collapse as 60 do in
+the paper, the value variance is ``sigma_v^2 = 2`` (paper 0.2): the block map then gives a top-layer
+cosine at initialisation of 0.9995 at ``alpha_SA = 1`` and 0.94 / 0.64 at 1.5 / 2 (``beta = 0.02``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import subprocess
+from importlib import resources
+
+import torch
+
+from .._blocks import BlockConfig, gg_qk_variance
+from .._data import MarkovSource
+from .._training import MaskedTask, TrainingRun, train_masked_lm
+
+__all__ = ["Regime", "REGIMES", "SIZES", "regime_config", "run_regimes", "load_record"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Regime:
+    """One initialisation: ``beta`` (Result 1), ``alpha_sa`` (Eq. (8)), vanilla or gain-controlled."""
+
+    label: str
+    beta: float
+    alpha_sa: float
+    gain_control: bool = False
+    phase: str = "trainable"      # the trainability diagram's verdict for the record size
+
+
+BETA_SMALL = 0.02   # "the standard initialisation from Huggingface" (App. C.1)
+REGIMES = (
+    Regime("rank collapse: beta 0.02, alpha 1", BETA_SMALL, 1.0, phase="rank collapse"),
+    Regime("trainable: beta 0.02, alpha 1.5", BETA_SMALL, 1.5),
+    Regime("trainable: beta 0.02, alpha 2", BETA_SMALL, 2.0),
+    Regime("entropy collapse: beta 1.8, alpha 2", 1.8, 2.0, phase="entropy collapse"),
+    Regime("gain control: beta 0.02, alpha 1", BETA_SMALL, 1.0, gain_control=True),
+)
+
+#: Model, task and optimiser sizes. ``record`` is the committed CPU run (~25 min on 2 cores); ``quick`` is
+#: what the book page trains live (vanilla vs gain control only, ~1 min); ``full`` a larger GPU run.
+SIZES = {
+    "quick": dict(d=32, T=16, depth=12, vocab=16, seeds=2, steps=600, batch=64, lr=3e-3, eval_every=50),
+    "record": dict(d=32, T=16, depth=12, vocab=16, seeds=3, steps=2000, batch=128, lr=3e-3, eval_every=50),
+    "full": dict(d=64, T=32, depth=12, vocab=16, seeds=5, steps=6000, batch=128, lr=2e-3, eval_every=100),
+}
+BLOCK = dict(norm="post", sigma_v2=2.0, sigma_w2=0.2, sigma_b2=4e-4, alpha_mlp=1.0, activation="relu")
+SOURCE = dict(concentration=0.1, generator=0)
+
+
+def regime_config(regime: Regime, *, d: int, T: int) -> BlockConfig:
+    """The :class:`~sigprop.BlockConfig` of ``regime`` at width ``d`` and length ``T``."""
+    return BlockConfig(d=d, alpha_sa=regime.alpha_sa, gain_control=regime.gain_control,
+                       sigma_qk2=gg_qk_variance(regime.beta, T, d), **BLOCK)
+
+
+def task_for(size: dict) -> MaskedTask:
+    return MaskedTask(MarkovSource(size["vocab"], **SOURCE), T=size["T"])
+
+
+def run_regimes(size: str = "quick", *, regimes=REGIMES, device=None, progress=True, stop_at=None,
+                generator=7) -> dict:
+    """Train every regime at ``SIZES[size]``; returns ``{label: TrainingRun}`` (same data stream and
+    held-out set for every regime). ``stop_at`` replays only the first steps of the schedule."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {sorted(SIZES)}; got {size!r}")
+    s = SIZES[size]
+    task = task_for(s)
+    out = {}
+    for regime in regimes:
+        out[regime.label] = train_masked_lm(
+            regime_config(regime, d=s["d"], T=s["T"]), s["depth"], task, seeds=s["seeds"], steps=s["steps"],
+            batch=s["batch"], lr=s["lr"], eval_every=s["eval_every"], stop_at=stop_at, generator=generator, device=device,
+            progress=progress)
+    return out
+
+
+def provenance(command: str) -> dict:
+    """Where and how a record was made."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(__file__), timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return dict(command=command, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                machine=platform.machine(), processor=platform.processor() or None, cpus=os.cpu_count(),
+                torch=torch.__version__, threads=torch.get_num_threads(), git_commit=commit)
+
+
+def load_record(name: str = "gg2025_regimes_record") -> tuple[dict, dict]:
+    """``(runs, provenance)`` of a committed record: ``runs`` maps each regime label to a TrainingRun."""
+    path = resources.files(__package__) / "records" / f"{name}.json"
+    if not path.is_file():
+        available = sorted(p.name for p in (resources.files(__package__) / "records").iterdir())
+        raise FileNotFoundError(f"no record {name!r}; available: {available}")
+    data = json.loads(path.read_text())
+    return {k: TrainingRun.from_dict(v) for k, v in data["runs"].items()}, data["provenance"]
+
+
+def save_record(runs: dict, path: str, *, size: str, command: str) -> None:
+    with open(path, "w") as fh:
+        json.dump({"size": size, "provenance": provenance(command),
+                   "runs": {k: r.to_dict() for k, r in runs.items()}}, fh, indent=0)
