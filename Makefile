@@ -38,7 +38,7 @@ claims: venv
 bench: venv
 	$(PY) -m sigprop.bench
 
-# Re-record the training experiment shown in the book (~35 min on 2 CPU cores; minutes on a GPU)
+# Re-record the training experiment shown in the book (~25 min on 2 CPU cores; minutes on a GPU)
 records: venv
 	cd lib/sigprop/experiments/records && ../../../../$(PY) -m sigprop.experiments regimes --size record --threads 2 --out gg2025_regimes_record.json
 

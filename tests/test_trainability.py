@@ -38,6 +38,18 @@ def test_tanh_diagram_under_two_seconds_and_equal_to_the_quadrature():
     np.testing.assert_allclose(D.rho_final[::10, ::10], rho, rtol=0, atol=1e-10)
 
 
+def test_tanh_table_keeps_odd_symmetry():
+    # tanh without bias keeps rho = 0 exactly; a table that did not would seed p < 0 and break the map
+    from sigprop import _blockmaps
+    b, a = np.linspace(0.05, 3, 100), np.linspace(0.05, 3, 100)
+    D = sp.theory.trainability_diagram(b, a, depth=60, activation="tanh")        # sigma_w2 = 2, sigma_b2 = 0
+    np.testing.assert_array_equal(D.rho_final, 0.0)
+    r = np.linspace(0, 1, 600)
+    got = _blockmaps._tanh_moments(np.full(1200, 2.0), np.concatenate([r, -r]))[1]
+    assert got[0] == 0.0 and got[600] == 0.0
+    np.testing.assert_allclose(got[:600], -got[600:], rtol=0, atol=1e-15)
+
+
 def test_tanh_table_falls_back_to_quadrature_for_step_like_tanh():
     from sigprop import _blockmaps
     assert _blockmaps._tanh_table(1.0) is not None

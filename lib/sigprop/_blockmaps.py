@@ -88,6 +88,9 @@ def _tanh_table(q1: float):
     x = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
     e_qq, cross = _tanh_quadrature(np.full(x.shape, q1), x)
     coef = np.polynomial.chebyshev.chebfit(x, cross, _CHEB_DEG)
+    # tanh is odd, so the cross moment is odd in rho: drop the (round-off) even terms. Then rho = 0 maps
+    # to exactly 0, as in the quadrature; without this a 1e-15 seed grows into an unphysical p < 0, q < 0.
+    coef[0::2] = 0.0
     if np.abs(coef[-8:]).max() > _CHEB_TAIL:
         return None
     return float(e_qq[0]), coef

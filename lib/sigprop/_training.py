@@ -14,8 +14,9 @@ module is the same experiment at a size a CPU runs, on a language the project ge
   :class:`~sigprop.BlockConfig`, the same initialisation, so its cosine at initialisation is the
   block map's, Algorithms 1-3) with token and absolute position embeddings (each entry
   ``N(0, 1/2)``, so input tokens have ``q = 1``) and a linear readout.
-* **optimiser** -- AdamW with linear warm-up and linear decay, weight decay and gradient-norm
-  clipping, as in App. C.1 (learning rate and steps scaled to the miniature).
+* **optimiser** -- AdamW with linear warm-up and linear decay, weight decay (on every parameter,
+  embeddings and biases included) and gradient-norm clipping, as in App. C.1 (learning rate and
+  steps scaled to the miniature).
 
 ``seeds`` independent networks train as one batched computation along the ``inits`` axis: their
 losses are summed (each network's gradient is its own), AdamW acts entrywise and clipping is per
