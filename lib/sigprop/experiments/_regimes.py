@@ -4,9 +4,10 @@ App. D.1), trained on the masked-token task of :class:`sigprop.MaskedTask`.
 The miniature keeps the paper's structure -- post-LN blocks with ReLU MLPs, the query/key scale
 ``beta`` of Result 1 (``sigma_qk^2 = beta sqrt(log T) / d``), skip strength ``alpha_SA``, AdamW with
 warm-up, linear decay, weight decay 0.01 and clipping at 1.0 -- and shrinks everything else: width
-``d = 32`` (paper 600), ``T = 16`` (512), 12 blocks (60), a 16-symbol Markov language (TinyStories),
-2,000 steps of 128 sequences (one epoch, ~33k steps of 64). To make 12 blocks collapse as 60 do in
-the paper, the value variance is ``sigma_v^2 = 2`` (paper 0.2): the block map then gives a top-layer
+``d = 32`` (paper 600), ``T = 16`` (the paper does not state its sequence length), 12 blocks (60), a
+16-symbol Markov language (TinyStories), 2,000 steps of 128 sequences (one epoch of TinyStories in
+batches of 64). To make 12 blocks collapse as 60 do in the paper, the value variance is
+``sigma_v^2 = 2`` (paper 0.2): the block map (``T -> infinity``, orthogonal input) then gives a top-layer
 cosine at initialisation of 0.9995 at ``alpha_SA = 1`` and 0.94 / 0.64 at 1.5 / 2 (``beta = 0.02``).
 """
 from __future__ import annotations
@@ -81,8 +82,8 @@ def run_regimes(size: str = "quick", *, regimes=REGIMES, device=None, progress=T
     for regime in regimes:
         out[regime.label] = train_masked_lm(
             regime_config(regime, d=s["d"], T=s["T"]), s["depth"], task, seeds=s["seeds"], steps=s["steps"],
-            batch=s["batch"], lr=s["lr"], eval_every=s["eval_every"], stop_at=stop_at, generator=generator, device=device,
-            progress=progress)
+            batch=s["batch"], lr=s["lr"], eval_every=s["eval_every"], stop_at=stop_at, generator=generator,
+            device=device, progress=progress)
     return out
 
 
