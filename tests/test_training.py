@@ -9,7 +9,7 @@ import torch
 
 import sigprop as sp
 from sigprop._training import _encode, _masked_ce
-from sigprop.experiments import REGIMES, SIZES, load_record, regime_config, run_regimes
+from sigprop.experiments import BLOCK, REGIMES, SIZES, load_record, regime_config, run_regimes
 
 CFG = sp.BlockConfig(d=8, norm="post", alpha_sa=1.5, sigma_v2=2.0, sigma_w2=0.2, sigma_b2=4e-4,
                      sigma_qk2=sp.gg_qk_variance(0.5, 6, 8))
@@ -130,9 +130,8 @@ def test_regime_configs_sit_where_their_labels_say():
     s = SIZES["record"]
     for r in REGIMES:
         c = regime_config(r, d=s["d"], T=s["T"])
-        rho, y2 = sp.theory.cosine_vs_depth(s["depth"], beta=r.beta, alpha_sa=r.alpha_sa, norm=c.norm,
-                                            gain_control=c.gain_control, sigma_v2=c.sigma_v2, sigma_w2=c.sigma_w2,
-                                            sigma_b2=c.sigma_b2, alpha_mlp=c.alpha_mlp)
+        rho, y2 = sp.theory.cosine_vs_depth(s["depth"], beta=r.beta, alpha_sa=r.alpha_sa,
+                                            gain_control=c.gain_control, **BLOCK)
         phase = "entropy collapse" if np.nanmax(y2) > 0 else ("rank collapse" if rho[-1] >= 0.99 else "trainable")
         assert phase == r.phase, (r.label, rho[-1], np.nanmax(y2))
 

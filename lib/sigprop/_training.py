@@ -133,6 +133,11 @@ class TrainingRun:
     seconds: float
     settings: dict
 
+    def gap_closed(self) -> np.ndarray:
+        """``(seeds,)`` fraction of the way from the context-free floor (0) to the Bayes floor (1) reached
+        at the last evaluation."""
+        return (self.unigram_loss - self.eval_loss[-1]) / (self.unigram_loss - self.bayes_loss)
+
     def to_dict(self) -> dict:
         """JSON-ready dict (arrays as nested lists); inverse :meth:`from_dict`."""
         out = dataclasses.asdict(self)

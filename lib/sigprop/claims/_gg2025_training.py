@@ -29,7 +29,7 @@ def _runs(*keys):
 
 
 def _gap_closed(runs):
-    g = np.concatenate([(r.unigram_loss - r.eval_loss[-1]) / (r.unigram_loss - r.bayes_loss) for r in runs])
+    g = np.concatenate([r.gap_closed() for r in runs])
     return float(g.mean()), float(g.std(ddof=1) / math.sqrt(len(g))), g
 
 

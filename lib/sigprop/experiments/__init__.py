@@ -7,6 +7,6 @@ version, git commit). The book page runs the ``quick`` size live and shows the `
 from :func:`load_record`, a file written by that command and committed with the package;
 ``tests/test_training.py`` re-runs the first steps of the record and checks they agree.
 """
-from ._regimes import REGIMES, SIZES, Regime, load_record, regime_config, run_regimes
+from ._regimes import BLOCK, REGIMES, SIZES, Regime, load_record, regime_config, run_regimes
 
-__all__ = ["REGIMES", "SIZES", "Regime", "load_record", "regime_config", "run_regimes"]
+__all__ = ["BLOCK", "REGIMES", "SIZES", "Regime", "load_record", "regime_config", "run_regimes"]

@@ -26,7 +26,7 @@ from .._blocks import BlockConfig, gg_qk_variance
 from .._data import MarkovSource
 from .._training import MaskedTask, TrainingRun, train_masked_lm
 
-__all__ = ["Regime", "REGIMES", "SIZES", "regime_config", "run_regimes", "load_record"]
+__all__ = ["BLOCK", "Regime", "REGIMES", "SIZES", "regime_config", "run_regimes", "load_record"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,7 @@ SIZES = {
     "record": dict(d=32, T=16, depth=12, vocab=16, seeds=3, steps=2000, batch=128, lr=3e-3, eval_every=50),
     "full": dict(d=64, T=32, depth=12, vocab=16, seeds=5, steps=6000, batch=128, lr=2e-3, eval_every=100),
 }
+#: Block variances shared by every regime; also valid keywords of the block maps (``sp.theory``).
 BLOCK = dict(norm="post", sigma_v2=2.0, sigma_w2=0.2, sigma_b2=4e-4, alpha_mlp=1.0, activation="relu")
 SOURCE = dict(concentration=0.1, generator=0)
 
