@@ -4,22 +4,31 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A CPU build of PyTorch is installed only where the venv has none (Colab and GPU users keep theirs).
+# A CPU build of PyTorch is installed only where the venv has none (Colab and GPU users keep theirs). On the
+# public index a plain `torch` on Linux is the CUDA build (several GB): the CPU wheel index is searched too, and
+# its +cpu build wins. For a CUDA build: make TORCH_INDEX=https://download.pytorch.org/whl/cu128 venv
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Assignment masters (book/assignments) are graded by tests/test_assignments.py, not run by nbval.
 NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -not -path 'book/assignments/*' | sort)
 
-.PHONY: book test test-unit test-notebooks claims bench records assignments venv clean
+.PHONY: book test test-unit test-notebooks claims ledger bench records assignments venv clean
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[book,test]"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)" --extra-index-url "$(TORCH_INDEX)"
+	$(PY) -m pip install -q -e ".[book,test,assignments]"
 	touch $@
 
+# Notebook outputs are cached in _build/.jupyter_cache (execute_notebooks: cache in _config.yml),
+# keyed on each notebook's code; a change to lib/sigprop (which that key cannot see) empties it.
 book: venv
+	@sum=$$(find lib/sigprop -type f \( -name '*.py' -o -name '*.json' \) -not -path '*/__pycache__/*' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-64); \
+	if [ -d _build/.jupyter_cache ] && [ "$$sum" != "$$(cat _build/.sigprop-source 2>/dev/null)" ]; then \
+		echo "lib/sigprop changed since the last build: re-executing every notebook"; rm -rf _build/.jupyter_cache; fi; \
+	mkdir -p _build && echo "$$sum" > _build/.sigprop-source
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "open _build/html/index.html"
 
@@ -34,6 +43,10 @@ test-notebooks: venv
 claims: venv
 	$(PY) -m sigprop.claims
 
+# Re-run the ledger and rewrite its committed record (lib/sigprop/claims/record.json), which the book quotes
+ledger: venv
+	$(PY) -m sigprop.claims --record
+
 # Speed and memory benchmarks (prints a table; --json FILE writes it)
 bench: venv
 	$(PY) -m sigprop.bench
@@ -47,4 +60,4 @@ assignments: venv
 	$(PY) book/assignments/make_assignments.py
 
 clean:
-	rm -rf _build
+	rm -rf _build .jupyter_cache

@@ -11,6 +11,7 @@ import torch
 
 import sigprop as sp
 from sigprop import bench
+import reference_transformer
 
 
 def test_tiny_run_and_table(tmp_path):
@@ -45,9 +46,9 @@ def test_naive_transformer_matches_engine_all_variants():
         cfg = sp.BlockConfig(d=8, sigma_qk2=0.2, sigma_b2=0.1, **kw)
         params = sp.sample_transformer(cfg, 2, inits=2, generator=0, dtype=torch.float64)
         x = sp.gaussian_tokens(2, 3, T=4, d=8, generator=1, dtype=torch.float64)
-        models = [bench.NaiveTransformer(cfg, 2).double().load(params, i) for i in range(2)]
+        models = [reference_transformer.NaiveTransformer(cfg, 2).double().load(params, i) for i in range(2)]
         with torch.no_grad():
-            ref = bench._naive_forward(models, x)
+            ref = reference_transformer.naive_forward(models, x)
             assert torch.allclose(sp.transformer_forward(x, params, cfg), ref, atol=1e-12)
 
 

@@ -10,9 +10,11 @@ import pytest
 import torch
 
 import sigprop as sp
+from conftest import Z
+
+S8 = sp.presets.AGHAJANYAN_SEC8
 
 T = sp.theory
-Z = 4.0
 RTOL, ATOL = 1e-10, 1e-12
 
 
@@ -312,8 +314,8 @@ def test_residual_mixture_correlation_monte_carlo():
 
 
 # ----------------------------------------------------------------------------- Section 8
-def test_section8_limits_and_shapes():
-    res = sp.section8_experiment([0.0, 1e-3, 1.0], generator=[0, 1], samples=400)
+def test_value_correlation_limits_and_shapes():
+    res = sp.value_correlation_mc([0.0, 1e-3, 1.0], **{**S8, "samples": 400}, generator=[0, 1])
     assert res.correlation.mean.shape == (2, 3)
     assert torch.allclose(res.correlation.mean[:, 0], torch.ones(2, dtype=torch.float64), atol=1e-12)
     assert bool((res.correlation.mean[:, 1] > 1 - 1e-6).all())
@@ -323,7 +325,7 @@ def test_section8_limits_and_shapes():
         assert res.scalar_energy[k, 0].agrees(th, z=Z)
         assert res.mean_output_trace[k, 0].agrees(float((res.w_v[k] ** 2).sum()) / 8, z=Z)
     # same seed, same numbers (up to rounding: batching over alphas regroups the floating-point sums)
-    again = sp.section8_experiment([1.0], generator=[1], samples=400)
+    again = sp.value_correlation_mc([1.0], **{**S8, "samples": 400}, generator=[1])
     assert torch.allclose(again.correlation.mean[0, 0], res.correlation.mean[1, 2], rtol=1e-12, atol=0)
 
 
@@ -353,7 +355,7 @@ def test_validation_messages():
     with pytest.raises(ValueError, match="positive semidefinite"):
         T.l1_floor_constant(-torch.eye(3))
     with pytest.raises(ValueError, match="positions"):
-        sp.section8_experiment([1.0], positions=(0, 0), samples=10)
+        sp.value_correlation_mc([1.0], **{**S8, "samples": 10}, generator=0, positions=(0, 0))
     with pytest.raises(TypeError, match="y must be"):
         sp.common_mode_energy(np.zeros((3, 4)))
     assert isinstance(T.cosine_lower_bound(1.0, 2.0), float)

@@ -15,7 +15,7 @@ import torch
 
 import sigprop as sp
 from conftest import Z
-from sigprop._blocks import TransformerParams, _forward_reference
+from sigprop._block import TransformerParams, _forward_reference
 
 
 # ----------------------------------------------------------------------------- beta up to 50, T = 100,000
@@ -53,7 +53,7 @@ def test_ipr_streaming_matches_dense_softmax_at_large_beta():
                               dtype=torch.float64)
     # rebuild the draws exactly as the kernel does
     from sigprop._random import as_generator, block_generator, draw_seed
-    from sigprop._rem import KEY_BLOCK
+    from sigprop._attention_ipr import KEY_BLOCK
 
     base = draw_seed(as_generator(7))
     n_blocks = -(-T // KEY_BLOCK)
@@ -134,7 +134,7 @@ def _cast(params, dtype):
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_forward_float32_matches_float64(norm):
     # the same weights and inputs in both dtypes: float32 tracks float64 to ~1e-6 per block
-    cfg = sp.BlockConfig(d=32, heads=2, norm=norm, sigma_qk2=sp.gg_qk_variance(1.0, 16, 32), alpha_sa=1.5)
+    cfg = sp.BlockConfig(d=32, heads=2, norm=norm, sigma_qk2=sp.theory.qk_variance_for_beta(1.0, T=16, d=32), alpha_sa=1.5)
     p64 = sp.sample_transformer(cfg, 24, inits=2, generator=0, dtype=torch.float64)
     x64 = sp.gaussian_tokens(2, T=16, d=32, generator=1, dtype=torch.float64)
     out64 = sp.transformer_forward(x64, p64, cfg)
@@ -148,7 +148,7 @@ def test_forward_float32_matches_float64(norm):
 
 def test_forward_huge_logits_no_overflow():
     # beta = 50 attention: nearly one-hot rows, logits far beyond exp's float32 range
-    cfg = sp.BlockConfig(d=16, sigma_qk2=sp.gg_qk_variance(50.0, 8, 16))
+    cfg = sp.BlockConfig(d=16, sigma_qk2=sp.theory.qk_variance_for_beta(50.0, T=8, d=16))
     params = sp.sample_transformer(cfg, 3, inits=2, generator=0)
     out = sp.transformer_forward(sp.gaussian_tokens(2, T=8, d=16, generator=1), params, cfg)
     assert torch.isfinite(out).all()
@@ -158,11 +158,11 @@ def test_forward_huge_logits_no_overflow():
 
 def test_forward_pre_ln_huge_tokens_no_overflow():
     # float32 tokens of size 1e25: |x|^2 overflows float32; the forward's LN must still normalise them
-    from sigprop._blocks import _ln_inplace
+    from sigprop._attention import _layer_norm_
 
     x = sp.gaussian_tokens(2, T=8, d=16, generator=1)
-    assert torch.allclose(_ln_inplace(1e25 * x, False), sp.layer_norm(x), rtol=1e-5, atol=1e-6)
-    assert torch.allclose(_ln_inplace(1e25 * x, True), sp.layer_norm(x, center=True), rtol=1e-5, atol=1e-5)
+    assert torch.allclose(_layer_norm_(1e25 * x, False), sp.layer_norm(x), rtol=1e-5, atol=1e-6)
+    assert torch.allclose(_layer_norm_(1e25 * x, True), sp.layer_norm(x, center=True), rtol=1e-5, atol=1e-5)
     cfg = sp.BlockConfig(d=16, norm="pre", sigma_qk2=0.1)
     params = sp.sample_transformer(cfg, 2, inits=2, generator=0)
     out = sp.transformer_forward(1e25 * x, params, cfg)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import sigprop as sp
+from conftest import Z
 from sigprop._gradients import (
     attention_jacobian_sq_norms,
     input_grad_bound,
@@ -23,7 +24,6 @@ from sigprop._gradients import (
     value_grad_sq_norm_equicorrelated,
 )
 
-Z = 4.0
 RTOL, ATOL = sp.TOL[torch.float64]
 
 

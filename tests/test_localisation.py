@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from sigprop._data import random_walk_tokens
+from sigprop._tokens import random_walk_tokens
 from sigprop._localisation import (anisotropic_sigma, gaussian_propagation_probability,
                                    last_query_logits, linearised_softmax_argument,
                                    min_entropy_bound, one_spike_entropy, piecewise_linear_softmax,
@@ -21,8 +21,8 @@ from sigprop._localisation import (anisotropic_sigma, gaussian_propagation_proba
                                    signal_propagation_moments_paper, spectral_qk_matrix,
                                    variance_profile, xi_eta, zhai_entropy_bound)
 from sigprop._montecarlo import monte_carlo
+from conftest import Z
 
-Z = 4.0
 Z_PROFILE = 4.5
 
 

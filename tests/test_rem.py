@@ -1,3 +1,4 @@
+"""Tests for sigprop._rem: the REM of one attention row (Giorlandino & Goldt 2025, Result 1, App. B.1-B.3)."""
 import math
 
 import numpy as np
@@ -62,28 +63,85 @@ def test_ipr_finite_tends_to_limit():
         assert gaps[0] > gaps[1] > gaps[2]
 
 
-def test_mc_attention_ipr_matches_finite_width_rem():
-    betas = [0.5, 1.0, 2.0, 3.0]
-    mc = sp.mc_attention_ipr(betas, T=2000, d=128, inits=64, queries=16, r=(2, 3), generator=1, device="cpu")
-    for j, r in enumerate((2, 3)):
-        pred = sp.ipr_finite_width(betas, T=2000, d=128, r=r, samples=512, generator=2)
-        se = np.hypot(mc.stderr[:, j].numpy(), pred.stderr.numpy())
-        assert np.all(np.abs(mc.mean[:, j].numpy() - pred.mean.numpy()) <= Z * se)
+def test_rem_moments_limit_matches_poisson_dirichlet_ipr():
+    betas = np.array([0.5, 1.2, 1.5, 2.0, 3.0, 10.0])
+    y2, y3, y22 = sp.theory.rem_moments(betas, 1.0, 0.2)
+    np.testing.assert_allclose(y2, sp.theory.ipr(betas, 1.0, 0.2, r=2), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(y3, sp.theory.ipr(betas, 1.0, 0.2, r=3), rtol=1e-12, atol=1e-15)
+    # Y2 in [0, 1] so E[Y2]^2 <= E[Y2^2] <= E[Y2], strictly inside the condensed phase
+    cond = y2 > 0
+    assert np.all(y22[cond] > y2[cond] ** 2) and np.all(y22[cond] < y2[cond])
+    # closed form (1 - m)(3 - 2m)/3
+    m = sp.theory.beta_c(1.0, 0.2) / betas[cond]
+    np.testing.assert_allclose(y22[cond], (1 - m) * (3 - 2 * m) / 3, rtol=1e-12)
 
 
-def test_mc_attention_ipr_chunk_invariant_and_seeded():
-    kw = dict(T=3000, d=16, inits=3, queries=4, generator=0, device="cpu", dtype=torch.float64)
-    a = sp.mc_attention_ipr([1.0, 2.0], chunk=1024, **kw)
-    b = sp.mc_attention_ipr([1.0, 2.0], chunk=4096, **kw)
-    assert torch.allclose(a.mean, b.mean, rtol=1e-10)
-    c = sp.mc_attention_ipr([1.0, 2.0], chunk=1024, **kw)
-    assert torch.equal(a.mean, c.mean)
+def test_rem_moments_uniform_limit():
+    y2, y3, y22 = sp.theory.rem_moments(1e-6, T=64)
+    assert y2 == pytest.approx(1 / 64, rel=1e-6)
+    assert y3 == pytest.approx(1 / 64**2, rel=1e-6)
+    assert y22 == pytest.approx(1 / 64**2, rel=1e-6)
 
 
-def test_mc_attention_ipr_rejects_bad_input():
+@pytest.mark.parametrize("beta,T", [(0.8, 512), (2.0, 1000), (3.0, 4096)])
+def test_rem_moments_finite_against_rem_monte_carlo(beta, T):
+    g = torch.Generator().manual_seed(11)
+    sigma = beta * math.sqrt(math.log(T))
+    A = torch.softmax(sigma * torch.randn(4000, T, generator=g, dtype=torch.float64), -1)
+    y2 = A.pow(2).sum(-1)
+    stats = torch.stack([y2, A.pow(3).sum(-1), y2**2], -1)
+    est = sp.estimate(stats)
+    assert est.agrees(np.array(sp.theory.rem_moments(beta, T=T)), z=Z)
+
+
+
+
+# Independent check of the one quadrature over its whole range, in particular small T with large
+# energy scales (where an earlier version's y-grid stopped too early): direct simulation of T i.i.d.
+# Gaussian energies, exact softmax. 40,000 rows give SE ~ 1e-3; the quadrature is ~1e-12.
+@pytest.mark.parametrize("sigma,T", [(20.0, 2), (59.0, 3), (10.0, 6), (200.0, 6), (3.0, 64), (0.3, 1000)])
+def test_quadrature_against_direct_simulation_over_its_range(sigma, T):
+    beta = sigma / math.sqrt(math.log(T))
+    est = sp.mc_rem_moments(beta, T=T, n=40_000, generator=17, device="cpu")
+    assert est.agrees(np.array(th.rem_moments(beta, T=T)), z=Z)
+    y2, y3 = (th.ipr_finite(beta, T, r=r) for r in (2, 3))
+    assert (y2, y3) == (pytest.approx(th.rem_moments(beta, T=T)[0], rel=1e-12),
+                        pytest.approx(th.rem_moments(beta, T=T)[1], rel=1e-12))
+
+
+def test_quadrature_sum_rule_and_resolution():
+    # E Y^(1) = E sum_s A_s = 1 exactly: a check of the whole quadrature at every scale
+    for T in (2, 7, 300, 1e6, 1e12):
+        for sigma in (1e-3, 0.7, 1.0, 4.0, 40.0, 1e4):
+            beta = sigma / math.sqrt(math.log(T))
+            assert th.ipr_finite(beta, T, r=1) == pytest.approx(1.0, abs=1e-10)
+    # a grid four times finer changes nothing at the 1e-10 level
+    from sigprop import _rem
+    for sigma, T in [(3.0, 6), (10.0, 1000), (0.5, 1e5), (500.0, 64)]:
+        coarse = _rem._quadrature(sigma, T, (2.0, 3.0), square=True)
+        old = (_rem._X_LO, _rem._X_HI, _rem._DX)
+        try:
+            _rem._DX = old[2] / 4
+            fine = _rem._quadrature(sigma, T, (2.0, 3.0), square=True)
+        finally:
+            _rem._X_LO, _rem._X_HI, _rem._DX = old
+        np.testing.assert_allclose(coarse, fine, rtol=1e-10)
+
+
+def test_finite_T_approaches_poisson_dirichlet_at_large_scale():
+    # deep in the condensed phase the finite-T moments tend to the T -> infinity ones (no switch, no jump)
+    T = 100
+    betas = np.array([10.0, 20.0, 40.0]) / math.sqrt(math.log(T))
+    finite = np.array(th.rem_moments(betas, T=T))
+    limit = np.array(th.rem_moments(betas))
+    gaps = np.abs(finite - limit).max(0)
+    assert np.all(np.diff(gaps) < 0)
+
+
+def test_rem_validation():
+    with pytest.raises(ValueError, match="T"):
+        th.rem_moments(1.0, T=1)
     with pytest.raises(ValueError, match="beta"):
-        sp.mc_attention_ipr([-1.0], T=100, d=8)
-    with pytest.raises(ValueError, match="queries"):
-        sp.mc_attention_ipr([1.0], T=10, d=8, queries=20)
-    with pytest.raises(ValueError, match="multiple"):
-        sp.mc_attention_ipr([1.0], T=100, d=8, chunk=1500)
+        th.rem_moments(-1.0)
+    with pytest.raises(ValueError, match=r"r \(order of the participation ratio\) must lie in \[1.0, 64.0\]"):
+        th.ipr_finite(1.0, 10, r=200)

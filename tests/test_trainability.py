@@ -21,17 +21,17 @@ def test_100x100_grid_60_layers_under_two_seconds():
 
 def test_tanh_diagram_under_two_seconds_and_equal_to_the_quadrature():
     # tanh MLP moments are tabulated in rho (one Chebyshev table per q1); same diagram as point-by-point quadrature
-    from sigprop import _blockmaps
+    from sigprop import _block_map
     b, a = np.linspace(0.05, 3, 100), np.linspace(0.5, 3, 100)
     tanh = dict(activation="tanh", sigma_w2=6.25, sigma_b2=0.1, sigma_v2=1.0)
-    _blockmaps._tanh_table.cache_clear()
+    _block_map._tanh_table.cache_clear()
     t = time.perf_counter()
     D = sp.theory.trainability_diagram(b, a, depth=60, **tanh)
     assert time.perf_counter() - t < 2.0
     rho = sp.theory.cosine_vs_depth(60, beta=b[::10][None], alpha_sa=a[::10][:, None], **tanh)[0][-1]
     q1 = np.full(rho.size, 6.35)
-    ref = _blockmaps._tanh_quadrature(q1, rho.ravel())
-    got = _blockmaps._tanh_moments(np.full(1000, 6.35), np.resize(rho.ravel(), 1000))
+    ref = _block_map._tanh_quadrature(q1, rho.ravel())
+    got = _block_map._tanh_moments(np.full(1000, 6.35), np.resize(rho.ravel(), 1000))
     np.testing.assert_allclose(got[1][: rho.size], ref[1], rtol=0, atol=1e-11)
     np.testing.assert_allclose(got[0][: rho.size], ref[0], rtol=0, atol=1e-14)
     # 60 layers of ~1e-13 interpolation error (measured max 5e-12)
@@ -40,23 +40,23 @@ def test_tanh_diagram_under_two_seconds_and_equal_to_the_quadrature():
 
 def test_tanh_table_keeps_odd_symmetry():
     # tanh without bias keeps rho = 0 exactly; a table that did not would seed p < 0 and break the map
-    from sigprop import _blockmaps
+    from sigprop import _block_map
     b, a = np.linspace(0.05, 3, 100), np.linspace(0.05, 3, 100)
     D = sp.theory.trainability_diagram(b, a, depth=60, activation="tanh")        # sigma_w2 = 2, sigma_b2 = 0
     np.testing.assert_array_equal(D.rho_final, 0.0)
     r = np.linspace(0, 1, 600)
-    got = _blockmaps._tanh_moments(np.full(1200, 2.0), np.concatenate([r, -r]))[1]
+    got = _block_map._tanh_moments(np.full(1200, 2.0), np.concatenate([r, -r]))[1]
     assert got[0] == 0.0 and got[600] == 0.0
     np.testing.assert_allclose(got[:600], -got[600:], rtol=0, atol=1e-15)
 
 
 def test_tanh_table_falls_back_to_quadrature_for_step_like_tanh():
-    from sigprop import _blockmaps
-    assert _blockmaps._tanh_table(1.0) is not None
-    assert _blockmaps._tanh_table(400.0) is None          # tanh(20 z) is a step: table refused
+    from sigprop import _block_map
+    assert _block_map._tanh_table(1.0) is not None
+    assert _block_map._tanh_table(400.0) is None          # tanh(20 z) is a step: table refused
     rho = np.linspace(-1, 1, 1000)
-    got = _blockmaps._tanh_moments(np.full(1000, 400.0), rho)
-    ref = _blockmaps._tanh_quadrature(np.full(1000, 400.0), rho)
+    got = _block_map._tanh_moments(np.full(1000, 400.0), rho)
+    ref = _block_map._tanh_quadrature(np.full(1000, 400.0), rho)
     np.testing.assert_array_equal(got[1], ref[1])
 
 

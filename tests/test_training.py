@@ -12,7 +12,7 @@ from sigprop._training import _encode, _masked_ce
 from sigprop.experiments import BLOCK, REGIMES, SIZES, load_record, regime_config, run_regimes
 
 CFG = sp.BlockConfig(d=8, norm="post", alpha_sa=1.5, sigma_v2=2.0, sigma_w2=0.2, sigma_b2=4e-4,
-                     sigma_qk2=sp.gg_qk_variance(0.5, 6, 8))
+                     sigma_qk2=sp.theory.qk_variance_for_beta(0.5, T=6, d=8))
 
 
 def small_task(T=6, vocab=4, mask_prob=0.3):
@@ -84,7 +84,7 @@ def test_batched_networks_get_their_own_gradients():
 def test_training_learns_context_in_a_shallow_network():
     # two blocks, strong skips: the masked-token loss falls well below the best context-free loss
     task = sp.MaskedTask(sp.MarkovSource(8, concentration=0.1, generator=0), T=8)
-    cfg = dataclasses.replace(CFG, d=16, alpha_sa=2.0, sigma_qk2=sp.gg_qk_variance(0.5, 8, 16))
+    cfg = dataclasses.replace(CFG, d=16, alpha_sa=2.0, sigma_qk2=sp.theory.qk_variance_for_beta(0.5, T=8, d=16))
     run = sp.train_masked_lm(cfg, 2, task, seeds=2, steps=250, batch=32, lr=1e-2, eval_every=50,
                              eval_size=256, generator=10, progress=False)
     assert run.eval_loss.shape == (6, 2) and run.init_cosine.shape == (3, 2)

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import sigprop as sp
+from conftest import Z
+from sigprop._dictionary import glorot_variance
 from sigprop._uniform import (
-    glorot_variance,
     logit_second_moment,
     residual_scaling,
     uniform_deviation,
@@ -24,7 +25,6 @@ from sigprop._uniform import (
     uniform_sq_norm_limit,
 )
 
-Z = 4.0
 
 
 def noci_config(d, a1, a2, *, norm="none", uniform=True):

@@ -13,17 +13,26 @@ into ``_build/assignments/<name>/`` and leaves
   ``otter run -a <zip> <submission.ipynb>`` (no Docker);
 * ``autograder/<name>.ipynb`` -- the master with its solutions, without the tests.
 
-Nothing here needs the network: the autograder zip lists its requirements
-(``requirements.txt``) for Gradescope to install, and local grading uses the current
-environment. ``otter assign`` also runs every test against the solutions (skip with
+Nothing here needs the network: the autograder zip carries a conda ``environment.yml`` (otter's
+own pin, ``otter-grader[grading,plugins]==<version>``, plus the lines of ``requirements.txt``)
+from which Gradescope's ``setup.sh`` builds the grading environment; local grading uses the
+current environment. ``otter assign`` also runs every test against the solutions (skip with
 ``--no-run-tests``); this script then checks that no solution line and no hidden test reached
 the student version, and writes ``_build/assignments/README.md`` with the Colab links.
+
+**One otter-grader version.** :data:`OTTER_GRADER_VERSION` below is the only place the version is
+written. ``otter assign`` puts the *installed* otter's version into the autograder's
+``environment.yml``, so :func:`build` refuses to run under any other version; it rewrites the
+student notebook's Colab install line to that version (:func:`pin_install_cell`) and checks the
+zip's pin; ``--sync-pins`` rewrites the masters' Colab cells. ``tests/test_assignment_pins.py``
+fails if any copy (masters, instructors page, requirements, the built zip) differs.
 
 Usage (from the repository root)::
 
     .venv/bin/python book/assignments/make_assignments.py                 # all masters
     .venv/bin/python book/assignments/make_assignments.py noci2022 --out /tmp/a --no-run-tests
     .venv/bin/python book/assignments/make_assignments.py --publish _build/assignments-public
+    .venv/bin/python book/assignments/make_assignments.py --sync-pins --no-run-tests   # after changing OTTER_GRADER_VERSION
 
 The helpers (:func:`build`, :func:`find_leaks`, :func:`solution_lines`, ...) are also used by
 ``tests/test_assignments.py``.
@@ -39,6 +48,7 @@ import re
 import shutil
 import sys
 import textwrap
+import zipfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -48,6 +58,17 @@ DEFAULT_OUT = ROOT / "_build" / "assignments"
 #: ``_build/assignments`` pushed to this branch of the project's repository.
 REPOSITORY = "sigprop/sigprop"
 PUBLISH_REF = "assignments"
+
+#: The otter-grader version of the whole tool chain -- the only place it is written. It must equal
+#: the installed otter (``otter assign`` writes its own version into the autograder's
+#: ``environment.yml``); students' Colab cells install exactly this version.
+OTTER_GRADER_VERSION = "7.0.0"
+OTTER_REQUIREMENT = f"otter-grader=={OTTER_GRADER_VERSION}"
+
+#: An otter-grader requirement on a ``pip install`` line: the name, optional extras, optional
+#: version specifiers (``otter-grader``, ``otter-grader==7.0.0``, ``"otter-grader[plugins]>=6,<8"``).
+_OTTER_SPEC = re.compile(r"otter-grader(?:\[[^\]]*\])?(?:\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[\w.*+!-]+"
+                         r"(?:\s*,\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[\w.*+!-]+)*)?")
 
 #: Lines of solution code shorter than this (``return x``, ``import torch``) are too generic to
 #: count as a leak when they appear in a student notebook.
@@ -159,8 +180,67 @@ def colab_cell_index(nb: dict) -> int:
     raise ValueError("the notebook has no code cell")
 
 
+def otter_requirements(text: str) -> list[str]:
+    """The otter-grader requirements on the ``pip install`` lines of ``text`` (a cell, a page)."""
+    return [m.group(0) for line in text.splitlines() if re.search(r"\bpip\s+install\b", line)
+            for m in _OTTER_SPEC.finditer(line)]
+
+
+def install_pins(nb: dict) -> list[str]:
+    """The otter-grader requirements that a notebook's Colab cell installs (``[]`` if none)."""
+    return otter_requirements(_source(nb["cells"][colab_cell_index(nb)]))
+
+
+def pin_install_cell(nb: dict) -> bool:
+    """Rewrite, in place, every otter-grader requirement on a ``pip install`` line of the Colab cell
+    to :data:`OTTER_REQUIREMENT`. Returns whether the cell changed."""
+    cell = nb["cells"][colab_cell_index(nb)]
+    old = _source(cell)
+    lines = [(_OTTER_SPEC.sub(OTTER_REQUIREMENT, line) if re.search(r"\bpip\s+install\b", line) else line)
+             for line in old.splitlines(keepends=True)]
+    new = "".join(lines)
+    if new != old:
+        cell["source"] = new.splitlines(keepends=True)
+    return new != old
+
+
+def sync_master_pins(paths=None) -> list[pathlib.Path]:
+    """Rewrite the masters' Colab install lines to :data:`OTTER_REQUIREMENT`; returns those changed."""
+    changed = []
+    for path in paths or masters():
+        nb = _load(path)
+        if pin_install_cell(nb):
+            pathlib.Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            changed.append(pathlib.Path(path))
+    return changed
+
+
+def check_otter_version() -> None:
+    """Raise unless the installed otter-grader is :data:`OTTER_GRADER_VERSION`: ``otter assign`` writes
+    the installed version into the autograder, which must match what students install."""
+    from otter import __version__ as installed
+
+    if installed != OTTER_GRADER_VERSION:
+        raise RuntimeError(
+            f"otter-grader {installed} is installed but the assignments pin {OTTER_GRADER_VERSION} "
+            f"(OTTER_GRADER_VERSION in {pathlib.Path(__file__).name}): install it with "
+            f"`pip install {OTTER_REQUIREMENT}`, or change OTTER_GRADER_VERSION and run "
+            "`make_assignments.py --sync-pins`")
+
+
+def autograder_otter_pin(zip_path) -> str:
+    """The otter-grader requirement in an autograder zip's ``environment.yml``."""
+    with zipfile.ZipFile(zip_path) as z:
+        env = z.read("environment.yml").decode("utf-8")
+    pins = re.findall(r"otter-grader\[[^\]]*\]==[\w.*+!-]+", env)
+    if len(pins) != 1:
+        raise RuntimeError(f"{zip_path}: expected one otter-grader pin in environment.yml; got {pins}")
+    return pins[0]
+
+
 def inject_public_tests(student_nb: pathlib.Path) -> None:
-    """Append to the student notebook's Colab cell a block that writes ``tests/*.py`` on Colab.
+    """Pin otter-grader in the student notebook's Colab cell and append a block that writes
+    ``tests/*.py`` on Colab.
 
     otter's ``grader.check`` reads test files from ``./tests``; a notebook opened from GitHub in
     Colab has none, so the public tests (and only those: they are the student folder's) travel
@@ -169,8 +249,11 @@ def inject_public_tests(student_nb: pathlib.Path) -> None:
     nb = _load(student_nb)
     tests = {p.name: p.read_text(encoding="utf-8") for p in sorted((student_nb.parent / "tests").glob("*.py"))}
     i = colab_cell_index(nb)
+    pinned = pin_install_cell(nb)  # students install the pinned otter-grader, whatever the master says
     src = _source(nb["cells"][i]).rstrip("\n")
     if BEGIN_TESTS_MARK in src:
+        if pinned:
+            student_nb.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         return
     block = textwrap.indent("\n".join([
         BEGIN_TESTS_MARK,
@@ -203,6 +286,7 @@ def build(master, out=DEFAULT_OUT, *, run_tests: bool = True, quiet: bool = True
     """
     from otter.assign import main as otter_assign
 
+    check_otter_version()
     master = pathlib.Path(master).resolve()
     name = master.stem
     colab_cell_index(_load(master))
@@ -217,6 +301,9 @@ def build(master, out=DEFAULT_OUT, *, run_tests: bool = True, quiet: bool = True
     if len(zips) != 1:
         raise RuntimeError(f"expected one autograder zip in {dest / 'autograder'}; got {zips}")
     zip_path = zips[0].rename(dest / "autograder" / f"{name}-autograder.zip")
+    pin = autograder_otter_pin(zip_path)
+    if not pin.endswith(f"=={OTTER_GRADER_VERSION}"):
+        raise RuntimeError(f"{name}: the autograder pins {pin}, the students {OTTER_REQUIREMENT}")
     student = dest / "student" / f"{name}.ipynb"
     inject_public_tests(student)
     leaks = find_leaks(master, student.parent)
@@ -269,12 +356,17 @@ def main(argv=None) -> int:
     parser.add_argument("--no-run-tests", action="store_true", help="do not run the tests against the solutions")
     parser.add_argument("--publish", metavar="DIR", default=None,
                         help="also copy the student folders alone (no solutions, no hidden tests) into DIR")
+    parser.add_argument("--sync-pins", action="store_true",
+                        help=f"first rewrite the masters' Colab cells to install {OTTER_REQUIREMENT}")
     args = parser.parse_args(argv)
     available = {p.stem: p for p in masters()}
     unknown = sorted(set(args.names) - set(available))
     if unknown:
         parser.error(f"unknown assignment(s) {unknown}; available: {sorted(available)}")
     names = args.names or sorted(available)
+    if args.sync_pins:
+        for path in sync_master_pins([available[n] for n in names]):
+            print(f"pinned {OTTER_REQUIREMENT} in {path.relative_to(ROOT)}")
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for n in names:

@@ -1,55 +1,113 @@
 """sigprop: signal propagation in transformers at initialisation.
 
-A small library behind the sigprop book: random transformers and their analytic maps
-side by side, a batched Monte Carlo engine with standard errors, and a ledger of the
-quantitative claims of four documents (Noci et al. 2022; Bao, Hataya & Karakida 2024;
-Giorlandino & Goldt 2025; Aghajanyan 2025).
+A small library behind the sigprop book: random transformers and their analytic maps side by side,
+a batched Monte Carlo engine with standard errors, and a ledger of the quantitative claims of four
+documents (Noci et al. 2022; Bao, Hataya & Karakida 2024; Giorlandino & Goldt 2025; Aghajanyan 2025).
 
-Flat namespace: ``import sigprop as sp``; analytic maps live in ``sp.theory``; the ledger in
-``sigprop.claims`` (``python -m sigprop.claims``).
+Flat namespace: ``import sigprop as sp``; analytic maps live in ``sp.theory``, published settings in
+``sp.presets``, the ledger in ``sigprop.claims`` (``python -m sigprop.claims``). Every public name is
+re-exported explicitly below, from the private module of the random object or concept it belongs to
+(CONTRIBUTING.md: "where does my formula go"); ``tests/test_namespace.py`` keeps this list and the
+modules' ``__all__`` equal.
 """
 from __future__ import annotations
 
-import importlib
-
 __version__ = "0.1.0"
 
-# One concept per private module; each lists its public names in ``__all__`` (flat namespace)
-# and its analytic maps in ``__theory__`` (``sp.theory``).
-_MODULES = (
-    "_config",
-    "_random",
-    "_validate",
-    "_estimate",
-    "_montecarlo",
-    "_data",
-    "_corpus",
-    "_attention",
-    "_blocks",
-    "_measures",
-    "_rem",
-    "_blockmaps",
-    "_checkers",
-    "_uniform",
-    "_gradients",
-    "_localisation",
-    "_locater",
-    "_covariance",
-    "_dictionary",
-    "_trainability",
-    "_rem_gradients",
-    "_rem_corrections",
-    "_training",
+from ._config import (
+    Profile as Profile, profile as profile, set_profile as set_profile, pick as pick,
+    default_device as default_device, float64_device as float64_device, threads_for as threads_for,
+)
+from ._random import as_generator as as_generator
+from ._validate import TOL as TOL
+from ._estimate import Estimate as Estimate, estimate as estimate
+from ._agreement import (
+    CurveAgreement as CurveAgreement, curve_agreement as curve_agreement,
+    min_initialisations as min_initialisations,
+)
+from ._montecarlo import monte_carlo as monte_carlo, progress_bar as progress_bar
+from ._checkers import check_function as check_function, CheckFailed as CheckFailed
+from ._style import use_book_style as use_book_style
+from ._measures import (
+    token_overlaps as token_overlaps, cosine_matrix as cosine_matrix, mean_cosine as mean_cosine,
+    attention_ipr as attention_ipr, attention_entropy as attention_entropy,
+    cross_token_covariance as cross_token_covariance, stable_rank as stable_rank,
+)
+from ._tokens import (
+    gaussian_tokens as gaussian_tokens, equicorrelated_tokens as equicorrelated_tokens,
+    orthogonal_tokens as orthogonal_tokens, random_walk_tokens as random_walk_tokens,
+    exact_equicorrelated_tokens as exact_equicorrelated_tokens,
+)
+from ._language import (
+    MarkovSource as MarkovSource, MaskedTask as MaskedTask, TextCorpus as TextCorpus,
+    load_text_corpus as load_text_corpus,
+)
+from ._rem import cross_overlap_rem as cross_overlap_rem, mc_rem_moments as mc_rem_moments
+from ._attention import (
+    self_attention as self_attention, layer_norm as layer_norm, attention_weights as attention_weights,
+    sample_scores as sample_scores, attention_layer_mc as attention_layer_mc,
+    AttentionLayerStats as AttentionLayerStats,
+)
+from ._attention_ipr import mc_attention_ipr as mc_attention_ipr, ipr_finite_width as ipr_finite_width
+from ._query_gradient import query_jacobian_norm as query_jacobian_norm, query_grad_norm_mc as query_grad_norm_mc
+from ._block import (
+    BlockConfig as BlockConfig, TransformerParams as TransformerParams, sample_transformer as sample_transformer,
+    transformer_forward as transformer_forward, mc_cosine_vs_depth as mc_cosine_vs_depth,
+)
+from ._trainability import (
+    TrainabilityDiagram as TrainabilityDiagram, TRAINABLE as TRAINABLE, RANK_COLLAPSE as RANK_COLLAPSE,
+    ENTROPY_COLLAPSE as ENTROPY_COLLAPSE, PHASE_NAMES as PHASE_NAMES,
+)
+from ._training import (
+    TrainingRun as TrainingRun, train_masked_lm as train_masked_lm, masked_lm_init as masked_lm_init,
+)
+from ._lm import LMConfig as LMConfig, TinyLM as TinyLM, fit as fit
+from ._probe import probe as probe, ProbeResult as ProbeResult
+from ._uniform import (
+    gram_sum as gram_sum, uniform_self_attention as uniform_self_attention,
+    ratio_correlation as ratio_correlation, fit_power_law as fit_power_law,
+)
+from ._gradients import (
+    attention_jacobian_sq_norms as attention_jacobian_sq_norms,
+    softmax_param_grad_sq_norms as softmax_param_grad_sq_norms, loss_grad_sq_norms as loss_grad_sq_norms,
+    transformer_layer_grad_sq_norms as transformer_layer_grad_sq_norms,
+)
+from ._localisation import (
+    spectral_qk_matrix as spectral_qk_matrix, anisotropic_sigma as anisotropic_sigma,
+    last_query_logits as last_query_logits, linearised_softmax_argument as linearised_softmax_argument,
+    piecewise_linear_softmax as piecewise_linear_softmax, propagation_indicator as propagation_indicator,
+    qk_traces as qk_traces, qk_norms as qk_norms,
+)
+from ._locater import (
+    locater_penalty as locater_penalty, locater_gradients as locater_gradients, qk_eigen_stats as qk_eigen_stats,
+)
+from ._covariance_mc import (
+    common_mode_energy as common_mode_energy, pearson as pearson,
+    total_covariance_terms as total_covariance_terms, logit_subspace_split as logit_subspace_split,
+    ValueCorrelation as ValueCorrelation, value_correlation_mc as value_correlation_mc,
+    covariance_matrix as covariance_matrix,
 )
 
-__all__ = ["theory"]
-for _name in _MODULES:
-    _module = importlib.import_module(f".{_name}", __name__)
-    for _public in getattr(_module, "__all__", ()):
-        globals()[_public] = getattr(_module, _public)
-        __all__.append(_public)
-for _leftover in ("_name", "_module", "_public"):
-    globals().pop(_leftover, None)
-del _leftover
+from . import presets as presets  # noqa: E402
+from . import theory as theory  # noqa: E402
 
-from . import theory  # noqa: E402  (after the modules it collects)
+__all__ = [
+    "Profile", "profile", "set_profile", "pick", "default_device", "float64_device", "threads_for",
+    "as_generator", "TOL", "Estimate", "estimate", "CurveAgreement", "curve_agreement", "min_initialisations",
+    "monte_carlo", "progress_bar", "check_function", "CheckFailed", "use_book_style", "token_overlaps",
+    "cosine_matrix", "mean_cosine", "attention_ipr", "attention_entropy", "cross_token_covariance",
+    "stable_rank", "gaussian_tokens", "equicorrelated_tokens", "orthogonal_tokens", "random_walk_tokens",
+    "exact_equicorrelated_tokens", "MarkovSource", "MaskedTask", "TextCorpus", "load_text_corpus",
+    "cross_overlap_rem", "mc_rem_moments", "self_attention", "layer_norm", "attention_weights",
+    "sample_scores", "attention_layer_mc", "AttentionLayerStats", "mc_attention_ipr", "ipr_finite_width",
+    "query_jacobian_norm", "query_grad_norm_mc", "BlockConfig", "TransformerParams", "sample_transformer",
+    "transformer_forward", "mc_cosine_vs_depth", "TrainabilityDiagram", "TRAINABLE", "RANK_COLLAPSE",
+    "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm", "masked_lm_init", "LMConfig",
+    "TinyLM", "fit", "probe", "ProbeResult", "gram_sum", "uniform_self_attention", "ratio_correlation",
+    "fit_power_law", "attention_jacobian_sq_norms", "softmax_param_grad_sq_norms", "loss_grad_sq_norms",
+    "transformer_layer_grad_sq_norms", "spectral_qk_matrix", "anisotropic_sigma", "last_query_logits",
+    "linearised_softmax_argument", "piecewise_linear_softmax", "propagation_indicator", "qk_traces",
+    "qk_norms", "locater_penalty", "locater_gradients", "qk_eigen_stats", "common_mode_energy", "pearson",
+    "total_covariance_terms", "logit_subspace_split", "ValueCorrelation", "value_correlation_mc",
+    "covariance_matrix", "presets", "theory"
+]

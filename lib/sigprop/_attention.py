@@ -1,62 +1,124 @@
-"""Softmax self-attention, single- or multi-head, with the variants the documents use.
+r"""A random softmax attention layer: the layer, its analytic maps and its Monte Carlo.
 
-For tokens ``x`` of shape ``(..., T, d)`` (rows are tokens),
+**The layer.** For tokens ``x`` of shape ``(..., T, d)`` (rows are tokens),
 
     a_ts = logit_scale * (W_Q x_t) . (W_K x_s),     A = softmax_s(a),     out_t = sum_s A_ts W_V x_s
 
-(Giorlandino & Goldt 2025, Eqs. (6)-(7); Noci et al. 2022, Eq. (1)). With a joint
-query-key matrix ``w_qk`` the logits are ``logit_scale * x_t^T W_QK x_s`` (Bao et al.
-2024, Eq. (1), ``logit_scale = 1/lambda``). ``logit_scale`` defaults to ``1/sqrt(d_k)``.
+(Giorlandino & Goldt 2025, Eqs. (6)-(7); Noci et al. 2022, Eq. (1)). With a joint query-key matrix
+``w_qk`` the logits are ``logit_scale * x_t^T W_QK x_s`` (Bao et al. 2024, Eq. (1),
+``logit_scale = 1/lambda``). ``logit_scale`` defaults to ``1/sqrt(d_k)``. ``causal=True`` masks
+``s > t``; ``gain_control=True`` centres the values along the sequence before mixing (Giorlandino &
+Goldt 2025, Sec. 3). Multi-head attention is broadcasting: give weights a head axis.
 
-* ``causal=True`` masks ``s > t``.
-* ``gain_control=True`` centres the values along the sequence before mixing,
-  ``out_t = sum_s A_ts W_V (x_s - mean_u x_u)`` (Giorlandino & Goldt 2025, Sec. 3).
+**Precision policy** (one place, :func:`attention_weights`): logits are accumulated in at least
+float32 (a float16 product ``q . k`` overflows at ~6.5e4), the row maximum is subtracted *before*
+the scale is applied (so any finite ``logit_scale`` gives weights, never NaN) and the softmax runs in
+at least float32; the weights come back in the values' dtype.
 
-Multi-head attention is broadcasting: give weights a head axis and ``x`` a singleton
-one, e.g. ``x[..., None, :, :]`` with ``w_q`` of shape ``(..., H, d_k, d)``.
-The softmax runs in at least float32 (log-sum-exp via ``torch.softmax``).
+**Its maps** (Giorlandino & Goldt 2025, App. B.1-B.2). For fixed tokens the scores are Gaussian
+with ``E[a_ts a_tau sigma] = beta^2 log T q_{t tau} q_{s sigma}`` (Eq. 9, :func:`score_covariance`).
+Averaging over ``W_V`` (variance ``sigma_v^2/d``), exactly,
+``q' = sigma_v^2 (p + (q-p) Y^(2))``, ``p' = sigma_v^2 (p + (q-p) Y_p)`` (Eqs. 20-23,
+:func:`attention_map`), with ``Y^(2)`` the REM's participation ratio (``sigprop._rem``) and the
+cross-overlap ``Y_p = E sum_s A_ts A_t's`` (``1/T`` for independent rows, 0 as T -> infinity).
+The cosine map (Eq. 3, :func:`cosine_map`) is ``rho / (rho + (1 - rho) Y^(2))``; Appendix B.2.3
+prints ``rho / (1 + (1 - rho) Y^(2))`` (``form="appendix"``, an erratum).
+
+**Its Monte Carlo**: :func:`sample_scores` and :func:`attention_layer_mc` (named statistics in
+:class:`AttentionLayerStats`); the IPR of large layers is in ``sigprop._attention_ipr``.
+
+Used in ``chapters/giorlandino-goldt2025/02_rem_in_depth.ipynb`` and throughout the book.
 """
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 
+import numpy as np
 import torch
 
-from ._validate import check_same_device, check_tensor
+from ._estimate import Estimate
+from ._montecarlo import monte_carlo
+from ._random import as_generator
+from ._rem import _energy_scale, _ipr_limit, _quadrature
+from ._tokens import exact_equicorrelated_tokens, equicorrelated_tokens
+from ._validate import (check_flag, check_int, check_option, check_overlaps, check_positive, check_range, check_real,
+                        check_same_device, check_seq_len, check_tensor, to_output)
 
-__all__ = ["self_attention", "layer_norm"]
+__all__ = ["self_attention", "layer_norm", "attention_weights", "sample_scores", "attention_layer_mc",
+           "AttentionLayerStats"]
+__theory__ = ["score_covariance", "attention_map", "cosine_map"]
 
-#: Floor under the RMS in :func:`layer_norm`, so a zero token maps to zero instead of NaN.
-LN_EPS = 1e-12
+
+# ---------------------------------------------------------------- the layer
+
+
+def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """At least float32 (float64 stays float64)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def layer_norm(x: torch.Tensor, *, center: bool = False) -> torch.Tensor:
     """Token-wise normalisation without affine parameters, ``x_t / sqrt(|x_t|^2 / d)``.
 
-    Giorlandino & Goldt 2025, Eq. (5). ``center=True`` subtracts the feature mean first
-    (torch's ``LayerNorm`` without affine); for random high-dimensional tokens the two
-    agree to O(1/d).
+    Giorlandino & Goldt 2025, Eq. (5). ``center=True`` subtracts the feature mean first (torch's
+    ``LayerNorm`` without affine and eps). Overflow-safe: each token is divided by its largest entry
+    before its norm is taken (in at least float32), so entries up to the dtype's maximum work, and a
+    zero token maps to zero. One formula serves every path (:func:`_layer_norm`, and in place
+    :func:`_layer_norm_` in the fast kernel). Differentiable.
     """
+    check_tensor(x, "x", ndim_min=1)
+    return _layer_norm(x, check_flag(center, "center"))
+
+
+def _layer_norm(x: torch.Tensor, center: bool) -> torch.Tensor:
     if center:
         x = x - x.mean(-1, keepdim=True)
-    rms = x.pow(2).mean(-1, keepdim=True).clamp_min(LN_EPS).sqrt()
-    return x / rms
+    # the result does not depend on this scale, so it is a constant for autograd
+    top = x.detach().abs().amax(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    u = x / top  # entries in [-1, 1]: |u|^2 <= d cannot overflow
+    rms = torch.linalg.vector_norm(u, dim=-1, keepdim=True, dtype=_work_dtype(x.dtype)) / math.sqrt(x.shape[-1])
+    return u / rms.clamp_min(torch.finfo(rms.dtype).tiny).to(x.dtype)  # zero token: 0 / tiny = 0
+
+
+def _layer_norm_(x: torch.Tensor, center: bool) -> torch.Tensor:
+    """:func:`_layer_norm` in place on a fresh tensor (the fast kernel; no autograd)."""
+    if center:
+        x.sub_(x.mean(-1, keepdim=True))
+    x.div_(x.abs().amax(-1, keepdim=True).clamp_min_(torch.finfo(x.dtype).tiny))
+    rms = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=_work_dtype(x.dtype))
+    rms.mul_(1.0 / math.sqrt(x.shape[-1])).clamp_min_(torch.finfo(rms.dtype).tiny)
+    return x.div_(rms.to(x.dtype))
+
+
+def attention_weights(scores: torch.Tensor, *, scale: float = 1.0, causal: bool = False) -> torch.Tensor:
+    """``softmax_s(scale * scores)`` over the last axis, in at least float32 (returned in that dtype).
+
+    ``scores`` (..., T, S) are raw query-key products; the row maximum is subtracted before scaling,
+    so a huge finite ``scale`` gives the arg-max row instead of NaN. ``causal`` masks ``s > t``.
+    """
+    work = scores.to(_work_dtype(scores.dtype))
+    if abs(scale) > 1e30 and work.dtype != torch.float64:  # scale itself would round to inf in float32
+        work = work.double()
+    if causal:
+        T, S = work.shape[-2:]
+        work = work.masked_fill(torch.ones(T, S, dtype=torch.bool, device=work.device).triu(1), float("-inf"))
+    work = work - work.amax(-1, keepdim=True)  # <= 0, the row's maximum exactly 0
+    if scale != 1.0:
+        work = work * scale
+    return torch.softmax(work, dim=-1)
 
 
 def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float,
                       causal: bool = False, gain_control: bool = False):
     """Core: ``q, k`` (..., T, d_k), ``v`` (..., T, d_v) -> (out (..., T, d_v), A (..., T, T))."""
-    logits = scale * (q @ k.transpose(-1, -2))  # (..., T, T)
-    return _mix(logits, v, causal=causal, gain_control=gain_control)
+    work = _work_dtype(q.dtype)
+    return _mix(q.to(work) @ k.to(work).transpose(-1, -2), v, scale=scale, causal=causal, gain_control=gain_control)
 
 
-def _mix(logits, v, *, causal, gain_control):
-    work = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-    if causal:
-        T = work.shape[-1]
-        mask = torch.ones(T, T, dtype=torch.bool, device=work.device).triu(1)
-        work = work.masked_fill(mask, float("-inf"))
-    A = torch.softmax(work, dim=-1).to(v.dtype)
+def _mix(scores, v, *, scale, causal, gain_control):
+    A = attention_weights(scores, scale=scale, causal=causal).to(v.dtype)
     if gain_control:
         v = v - v.mean(-2, keepdim=True)
     return A @ v, A
@@ -80,9 +142,12 @@ def self_attention(x: torch.Tensor, w_q: torch.Tensor | None = None, w_k: torch.
     out : (..., T, d_v) and A : (..., T, T), rows of A summing to one.
     """
     check_tensor(x, "x", ndim_min=2)
+    causal = check_flag(causal, "causal")
+    gain_control = check_flag(gain_control, "gain_control")
     d = x.shape[-1]
     if x.shape[-2] < 1:
         raise ValueError(f"x must hold at least one token; got shape {tuple(x.shape)}")
+    work = _work_dtype(x.dtype)
     if w_qk is not None:
         if w_q is not None or w_k is not None:
             raise ValueError("give either w_qk or (w_q, w_k), not both")
@@ -90,8 +155,9 @@ def self_attention(x: torch.Tensor, w_q: torch.Tensor | None = None, w_k: torch.
         if w_qk.shape[-2:] != (d, d):
             raise ValueError(f"w_qk must have shape (..., d, d)=(..., {d}, {d}); got {tuple(w_qk.shape)}")
         check_same_device(x=x, w_qk=w_qk)
-        scale = 1.0 / math.sqrt(d) if logit_scale is None else float(logit_scale)
-        logits = scale * (x @ w_qk @ x.transpose(-1, -2))
+        scale = 1.0 / math.sqrt(d)
+        xw = x.to(work)
+        scores = xw @ w_qk.to(work) @ xw.transpose(-1, -2)
     else:
         if w_q is None or w_k is None:
             raise ValueError("self_attention needs w_q and w_k (or w_qk)")
@@ -102,10 +168,11 @@ def self_attention(x: torch.Tensor, w_q: torch.Tensor | None = None, w_k: torch.
         if w_q.shape[-2] != w_k.shape[-2]:
             raise ValueError(f"w_q and w_k must share d_k; got {w_q.shape[-2]} and {w_k.shape[-2]}")
         check_same_device(x=x, w_q=w_q, w_k=w_k)
-        scale = 1.0 / math.sqrt(w_q.shape[-2]) if logit_scale is None else float(logit_scale)
-        logits = scale * ((x @ w_q.transpose(-1, -2)) @ (x @ w_k.transpose(-1, -2)).transpose(-1, -2))
-    if logit_scale is not None and not math.isfinite(float(logit_scale)):
-        raise ValueError(f"logit_scale must be finite; got {logit_scale}")
+        scale = 1.0 / math.sqrt(w_q.shape[-2])
+        xw = x.to(work)
+        scores = (xw @ w_q.to(work).transpose(-1, -2)) @ (xw @ w_k.to(work).transpose(-1, -2)).transpose(-1, -2)
+    if logit_scale is not None:
+        scale = check_real(logit_scale, "logit_scale", minimum=0.0)
     if w_v is None:
         v = x
     else:
@@ -114,4 +181,201 @@ def self_attention(x: torch.Tensor, w_q: torch.Tensor | None = None, w_k: torch.
             raise ValueError(f"w_v must have shape (..., d_v, d) with d={d}; got {tuple(w_v.shape)}")
         check_same_device(x=x, w_v=w_v)
         v = x @ w_v.transpose(-1, -2)
-    return _mix(logits, v, causal=causal, gain_control=gain_control)
+    try:
+        torch.broadcast_shapes(scores.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"batch dimensions of x and the weights must broadcast; got logits {tuple(scores.shape)} "
+                         f"and values {tuple(v.shape)}") from None
+    return _mix(scores, v, scale=scale, causal=causal, gain_control=gain_control)
+
+
+# ---------------------------------------------------------------- its maps
+
+
+def score_covariance(x, *, beta):
+    r"""Covariance of the attention scores for fixed tokens, Eq. (9): ``beta^2 log T q_{t tau} q_{s sigma}``.
+
+    ``x (..., T, d)`` -> ``(..., T, T, T, T)`` float64 tensor ``C[t, s, tau, sigma] =
+    E[a_ts a_tau sigma]`` for ``W_Q, W_K`` of variance ``beta sqrt(log T)/d`` (Result 1).
+    Memory ``T^4``: meant for small ``T``.
+    """
+    check_tensor(x, "x", ndim_min=2)
+    check_positive(beta, "beta", allow_zero=True)
+    T, d = x.shape[-2], x.shape[-1]
+    if T < 2:
+        raise ValueError(f"x needs T >= 2 tokens; got shape {tuple(x.shape)}")
+    xd = x.double()
+    Q = xd @ xd.transpose(-1, -2) / d  # (..., T, T)
+    s2 = float(beta) ** 2 * math.log(T)
+    return s2 * Q[..., :, None, :, None] * Q[..., None, :, None, :]  # [t, s, tau, sigma]
+
+
+def attention_map(q, p, *, beta, sigma_v2=1.0, gain_control=False, T=None, y2=None, yp=None):
+    r"""One attention layer (no residual, no LN): ``(q, p) -> (q', p')`` (Eqs. 20-23).
+
+    ``q' = sigma_v2 (p + (q-p) Y2)``, ``p' = sigma_v2 (p + (q-p) Y_p)``; gain control (values centred
+    over the sequence, Sec. 3, Algorithm 3) subtracts the mean value: ``q' = sigma_v2 (q-p)(Y2 - 1/T)``,
+    ``p' = sigma_v2 (q-p)(Y_p - 1/T)``. ``T=None``: the T -> infinity map of the paper,
+    ``Y2 = max(0, 1 - beta_c(q,p)/beta)`` and ``Y_p = 1/T = 0``. ``T`` given: the exact finite-``T``
+    ``Y2`` of the REM (quadrature) and ``Y_p = 1/T`` (exact for independent rows, ``p = 0``, and for
+    uniform rows; in the condensed phase with ``p > 0`` it underestimates ``Y_p``, see
+    :func:`sigprop.cross_overlap_rem`). ``y2``, ``yp`` override (e.g. measured values). Broadcasts.
+    """
+    qa, pa = check_overlaps(q, p, strict=False)
+    b = check_positive(beta, "beta", allow_zero=True)
+    v = check_positive(sigma_v2, "sigma_v2", allow_zero=True)
+    Ta = None if T is None else check_seq_len(T)
+    y2 = None if y2 is None else check_range(y2, "y2 (a participation ratio)", 0.0, 1.0)
+    yp = None if yp is None else check_range(yp, "yp (a participation ratio)", 0.0, 1.0)
+    qn, pn = _attention_map(qa, pa, b, v, check_flag(gain_control, "gain_control"), Ta, y2, yp)
+    return to_output(qn, q, p, beta), to_output(pn, q, p, beta)
+
+
+def _attention_map(q, p, beta, sigma_v2, gain_control, T=None, y2=None, yp=None):
+    """Arrays in, arrays out (no validation); used by the block maps."""
+    q, p, beta, sigma_v2 = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (q, p, beta, sigma_v2)))
+    if y2 is None:
+        y2 = _ipr_limit(beta, q, p, 2.0) if T is None else _y2_finite(beta, T, q, p)
+    if yp is None:
+        yp = 0.0 if T is None else 1.0 / np.asarray(T, dtype=float)
+    mean_value = 0.0 if T is None else 1.0 / np.asarray(T, dtype=float)
+    if gain_control:
+        return sigma_v2 * (q - p) * (y2 - mean_value), sigma_v2 * (q - p) * (yp - mean_value)
+    return sigma_v2 * (p + (q - p) * y2), sigma_v2 * (p + (q - p) * yp)
+
+
+def _y2_finite(beta, T, q, p):
+    """Exact finite-T ``E Y2`` (quadrature of ``sigprop._rem``), elementwise over broadcast arrays."""
+    sig, TT = np.broadcast_arrays(_energy_scale(beta, T, q, p), np.asarray(T, dtype=float))
+    out = np.empty(sig.shape)
+    for idx in np.ndindex(sig.shape):
+        out[idx] = _quadrature(float(sig[idx]), float(TT[idx]))[0]
+    return out
+
+
+class _CosineForm(str, enum.Enum):
+    RESULT1 = "result1"
+    APPENDIX = "appendix"
+
+
+def cosine_map(rho, beta, *, form="result1"):
+    r"""Cosine map of one attention layer, ``Phi_S(rho)`` (Result 1, Eq. 3), tokens with ``q = 1``.
+
+    ``form="result1"``: ``rho / (rho + (1 - rho) Y^(2)(beta; 1, rho))`` (Eq. 3, equal to 1 for
+    ``beta <= beta_c(rho) = sqrt(2/(1-rho))``); ``form="appendix"``: the printed end of App.
+    B.2.3, ``rho / (1 + (1 - rho) Y^(2))`` (an erratum). Broadcasts; ``0 <= rho < 1``.
+    """
+    form = check_option(form, _CosineForm, "form")
+    r = check_range(rho, "rho", 0.0, 1.0)
+    b = check_positive(beta, "beta")
+    r, b = np.broadcast_arrays(r.astype(float), b.astype(float))
+    y = _ipr_limit(b, np.ones_like(r), r, 2.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if form is _CosineForm.RESULT1:
+            den = r + (1.0 - r) * y
+            out = np.where(den > 0, r / np.where(den > 0, den, 1.0), 1.0)
+        else:
+            out = r / (1.0 + (1.0 - r) * y)
+    return to_output(out, rho, beta)
+
+
+# ---------------------------------------------------------------- its Monte Carlo
+
+
+def sample_scores(x, n, *, beta, generator=None):
+    """``n`` independent draws of the score matrix ``a (n, ..., T, T)`` for fixed tokens ``x (..., T, d)``.
+
+    Fresh ``W_Q, W_K`` (entries ``N(0, beta sqrt(log T)/d)``) per draw; Eq. (6).
+    """
+    check_tensor(x, "x", ndim_min=2)
+    n = check_int(n, "n", minimum=1)
+    check_positive(beta, "beta", allow_zero=True)
+    g = as_generator(generator, x.device)
+    T, d = x.shape[-2], x.shape[-1]
+    s = math.sqrt(float(beta) * math.sqrt(math.log(T)) / d)
+    shape = (n,) + tuple(x.shape[:-2]) + (d, d)
+    w_q = s * torch.randn(shape, generator=g, device=x.device, dtype=x.dtype)
+    w_k = s * torch.randn(shape, generator=g, device=x.device, dtype=x.dtype)
+    return (x @ w_q.transpose(-1, -2)) @ (x @ w_k.transpose(-1, -2)).transpose(-1, -2) / math.sqrt(d)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionLayerStats:
+    """Named results of :func:`attention_layer_mc`, each an :class:`~sigprop.Estimate` over samples.
+
+    ``q_in, p_in``: input overlaps; ``y2, y3``: mean ``sum_s A_ts^r`` (r = 2, 3); ``y_p``: cross-overlap
+    ``sum_s A_ts A_t's`` (t != t'); ``q_out, p_out``: output overlaps averaged exactly over ``W_V``
+    (``sigma_v^2 = 1``); ``rho_out``: ``p_out / q_out`` per sample (the W_V-averaged cosine, the paper's
+    definition; compare :func:`sigprop.theory.cosine_map`).
+    """
+
+    q_in: Estimate
+    p_in: Estimate
+    y2: Estimate
+    y3: Estimate
+    y_p: Estimate
+    q_out: Estimate
+    p_out: Estimate
+    rho_out: Estimate
+
+    @classmethod
+    def _from_columns(cls, est: Estimate) -> "AttentionLayerStats":
+        return cls(*(est[..., i] for i in range(len(dataclasses.fields(cls)))))
+
+
+class _Tokens(str, enum.Enum):
+    EXACT = "exact"
+    GAUSSIAN = "gaussian"
+
+
+def attention_layer_mc(beta, *, T, d, n, rho=0.0, tokens="exact", generator=None, chunk=None, device=None,
+                       dtype=torch.float32) -> AttentionLayerStats:
+    r"""Monte Carlo of one random attention layer on tokens of cosine ``rho`` (``q_tt = 1``).
+
+    Per sample (one draw of tokens and of ``W_Q, W_K``) the row-averaged statistics of
+    :class:`AttentionLayerStats`. Compare ``q_out, p_out`` with Eqs. (20)-(23) and ``rho_out`` with
+    :func:`sigprop.theory.cosine_map`.
+
+    ``tokens="exact"`` (default, needs ``T < d``): Gram matrix exactly ``rho + (1-rho) delta``
+    (:func:`sigprop.exact_equicorrelated_tokens`; Eq. 21 holds without fluctuations, so
+    ``q_out = p + (q-p) Y2`` per draw); ``tokens="gaussian"``: equicorrelated Gaussian tokens normalised
+    to ``q_tt = 1``, whose ``O(d^{-1/2})`` overlap fluctuations correlate with the attention and add
+    ``O(log T / d)`` to ``q_out``.
+    """
+    check_positive(beta, "beta", allow_zero=True)
+    T = check_int(T, "T", minimum=2)
+    d = check_int(d, "d", minimum=1)
+    check_range(rho, "rho", 0.0, 1.0 - 1e-12)
+    kind = check_option(tokens, _Tokens, "tokens")
+    if kind is _Tokens.EXACT and T + 1 > d:
+        raise ValueError(f"tokens='exact' needs T + 1 <= d; got T={T}, d={d}")
+    s = math.sqrt(float(beta) * math.sqrt(math.log(T)) / d)
+
+    def make(m, gen):
+        if kind is _Tokens.EXACT:
+            return exact_equicorrelated_tokens(m, T=T, d=d, rho=float(rho), generator=gen, dtype=dtype)
+        return equicorrelated_tokens(m, T=T, d=d, rho=float(rho), normalised=True, generator=gen, dtype=dtype)
+
+    def sample(m, gen):
+        x = make(m, gen)
+        w_q = s * torch.randn(m, d, d, generator=gen, device=gen.device, dtype=dtype)
+        w_k = s * torch.randn(m, d, d, generator=gen, device=gen.device, dtype=dtype)
+        a = (x @ w_q.transpose(-1, -2)) @ (x @ w_k.transpose(-1, -2)).transpose(-1, -2)
+        A = attention_weights(a.double(), scale=1.0 / math.sqrt(d))  # (m, T, T)
+        xd = x.double()
+        Q = xd @ xd.transpose(-1, -2) / d
+        off = 1.0 - torch.eye(T, dtype=torch.float64, device=gen.device)
+        npair = T * (T - 1)
+        q_in = torch.diagonal(Q, dim1=-2, dim2=-1).mean(-1)
+        p_in = (Q * off).sum((-1, -2)) / npair
+        y2 = A.pow(2).sum(-1).mean(-1)
+        y3 = A.pow(3).sum(-1).mean(-1)
+        yp = ((A @ A.transpose(-1, -2)) * off).sum((-1, -2)) / npair
+        out = A @ Q @ A.transpose(-1, -2)
+        q_out = torch.diagonal(out, dim1=-2, dim2=-1).mean(-1)
+        p_out = (out * off).sum((-1, -2)) / npair
+        return torch.stack([q_in, p_in, y2, y3, yp, q_out, p_out, p_out / q_out], dim=-1)
+
+    if chunk is None:
+        chunk = max(1, min(n, int(4e6 // (T * T + T * d + d * d))))
+    return AttentionLayerStats._from_columns(monte_carlo(sample, n, generator=generator, chunk=chunk, device=device))

@@ -43,6 +43,7 @@ __theory__ = [
     "beta_bao",
     "bao_self_logit_mean",
     "branch_from_skip",
+    "glorot_variance",
 ]
 
 
@@ -113,3 +114,11 @@ def branch_from_skip(alpha_sa):
     """Noci's branch weight equivalent to Giorlandino & Goldt's skip strength in a post-LN block: ``1/alpha``."""
     a = check_positive(alpha_sa, "alpha_sa")
     return to_output(1.0 / a, alpha_sa)
+
+
+def glorot_variance(fan_in, fan_out):
+    r"""Glorot/Xavier normal variance ``2 / (fan_in + fan_out)`` (Noci et al. 2022, Sec. 3 and Lemma A.7,
+    :math:`\sigma_k^2 = 2/(d_v + d_k)`); the default query/key variance of :class:`sigprop.BlockConfig`."""
+    a = check_positive(fan_in, "fan_in")
+    b = check_positive(fan_out, "fan_out")
+    return to_output(2.0 / (a + b), fan_in, fan_out)

@@ -16,11 +16,17 @@ __all__ = ["Estimate", "estimate"]
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    """Mean and standard error of ``n`` i.i.d. samples (tensors of any shape, or floats)."""
+    """Mean and standard error of ``n`` i.i.d. samples (tensors of any shape, or floats).
+
+    ``samples`` (optional, ``(n, *shape)``) keeps the per-sample values where they are cheap to keep
+    (:func:`estimate` sets it; streamed Monte Carlo does not): a curve-level test needs them, because
+    the points of one curve measured on the same samples are correlated.
+    """
 
     mean: torch.Tensor
     stderr: torch.Tensor
     n: int
+    samples: torch.Tensor | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def zscore(self, theory):
         """(mean - theory) / stderr, elementwise (inf where stderr is 0 and they differ)."""
@@ -36,7 +42,9 @@ class Estimate:
         return bool(np.all(np.abs(mean - np.asarray(_np(theory), dtype=float)) <= z * se + atol))
 
     def __getitem__(self, index) -> "Estimate":
-        return Estimate(self.mean[index], self.stderr[index], self.n)
+        index = index if isinstance(index, tuple) else (index,)
+        samples = None if self.samples is None else self.samples[(slice(None),) + index]
+        return Estimate(self.mean[index], self.stderr[index], self.n, samples)
 
     def numpy(self):
         """(mean, stderr) as float64 numpy arrays."""
@@ -62,11 +70,16 @@ def _np(value):
 def estimate(samples: torch.Tensor, dim: int = 0) -> Estimate:
     """Mean and standard error (sample std / sqrt(n)) of i.i.d. ``samples`` along ``dim``."""
     if not isinstance(samples, torch.Tensor):
-        samples = torch.as_tensor(np.asarray(samples, dtype=float))
+        try:
+            samples = torch.as_tensor(np.asarray(samples, dtype=float))
+        except (TypeError, ValueError):
+            raise TypeError(f"samples must be a tensor or an array of numbers; got {type(samples).__name__}") from None
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -samples.ndim <= dim < max(samples.ndim, 1):
+        raise ValueError(f"dim must be an axis of samples (shape {tuple(samples.shape)}); got {dim!r}")
     n = samples.shape[dim]
     if n < 2:
         raise ValueError(f"need at least 2 samples along dim {dim} for a standard error; got {n}")
     x = samples.double()
     mean = x.mean(dim)
     se = x.std(dim, unbiased=True) / n**0.5
-    return Estimate(mean, se, int(n))
+    return Estimate(mean, se, int(n), x.movedim(dim, 0))

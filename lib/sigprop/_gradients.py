@@ -47,7 +47,8 @@ import enum
 import numpy as np
 import torch
 
-from ._validate import (check_attention_weights, check_finite, check_option, check_positive, check_range,
+from ._attention import attention_weights
+from ._validate import (check_attention_weights, check_real, check_finite, check_option, check_positive, check_range,
                         check_tensor, to_output)
 
 __all__ = [
@@ -204,8 +205,7 @@ def _attention_single(attention, logit_scale):
         if attention is _Attention.UNIFORM:
             return _uniform_attention_kernel(x, w_q, w_k, w_v, logit_scale)[0]
         scale = w_q.shape[-2] ** -0.5 if logit_scale is None else logit_scale
-        m = scale * (x @ w_q.T) @ (x @ w_k.T).T
-        a = torch.softmax(m.float() if m.dtype in (torch.float16, torch.bfloat16) else m, dim=-1).to(x.dtype)
+        a = attention_weights((x @ w_q.T) @ (x @ w_k.T).T, scale=scale).to(x.dtype)
         return a @ x @ w_v.T
 
     return fn
@@ -261,20 +261,19 @@ def softmax_param_grad_sq_norms(x, w_q, w_k, w_v, *, logit_scale=None):
     """
     check_attention_weights(x, w_q, w_k, w_v)
     d_k, d_v = w_q.shape[-2], w_v.shape[-2]
-    c = d_k**-0.5 if logit_scale is None else float(logit_scale)
+    c = d_k**-0.5 if logit_scale is None else check_real(logit_scale, "logit_scale", minimum=0.0)
     q = x @ w_q.transpose(-1, -2)  # (..., n, d_k)
     k = x @ w_k.transpose(-1, -2)
     t = x @ w_v.transpose(-1, -2)  # (..., n, d_v)
-    m = c * q @ k.transpose(-1, -2)
-    work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    a = torch.softmax(m.to(work), dim=-1).to(x.dtype)  # (..., n, n)
+    a = attention_weights(q @ k.transpose(-1, -2), scale=c).to(x.dtype)  # (..., n, n)
     # J_i T = diag(A_i) T - A_i (A_i^T T): (..., n_i, n_j, d_v)
     at = a @ t  # (..., n, d_v) rows A_i^T T
     jt = a.unsqueeze(-1) * t.unsqueeze(-3) - a.unsqueeze(-1) * at.unsqueeze(-2)
     kjt = torch.einsum("...jk,...ijv->...ikv", k, jt)  # K^T J_i T, (..., n, d_k, d_v)
     xjt = torch.einsum("...jd,...ijv->...idv", x, jt)  # X^T J_i T, (..., n, d, d_v)
-    gq = c * c * (x.pow(2).sum(-1) * kjt.pow(2).sum((-2, -1))).sum(-1)
-    gk = c * c * (q.pow(2).sum(-1) * xjt.pow(2).sum((-2, -1))).sum(-1)
+    # c enters before squaring: a huge scale meets an exactly zero J (one-hot rows) as c * 0 = 0, not inf * 0
+    gq = (x.pow(2).sum(-1) * (c * kjt).pow(2).sum((-2, -1))).sum(-1)
+    gk = (q.pow(2).sum(-1) * (c * xjt).pow(2).sum((-2, -1))).sum(-1)
     gv = d_v * (a @ x).pow(2).sum((-2, -1))
     return {"v": gv, "q": gq, "k": gk}
 
@@ -303,14 +302,14 @@ def transformer_layer_grad_sq_norms(x, params, config, readout, *, names=("w_q",
     ("gradients ... with respect to some loss"). ``torch.func.grad`` of the per-network loss
     is ``torch.func.vmap``-ed over the ``inits`` axis of ``params`` (a
     :class:`sigprop.TransformerParams`); the forward pass is the reference block loop of
-    :func:`sigprop.transformer_forward` (``_blocks._forward_reference``).
+    :func:`sigprop.transformer_forward` (``sigprop._block._forward_reference``).
 
     ``x`` (inits, samples, T, d); ``readout`` the same shape. Returns ``{name: (inits, depth)}``
     for ``names`` among ``w_q, w_k, w_v, w1, w2``.
     """
     import dataclasses
 
-    from ._blocks import BlockConfig, TransformerParams, _forward_reference
+    from ._block import BlockConfig, TransformerParams, _forward_reference
 
     if not isinstance(config, BlockConfig):
         raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")

@@ -46,7 +46,6 @@ Samplers and measures (torch; leading batch dimensions first) sit beside the the
 from __future__ import annotations
 
 import enum
-import math
 
 import numpy as np
 import torch

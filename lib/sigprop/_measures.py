@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import check_tensor
+from ._validate import TOL, check_real, check_tensor
 
 __all__ = [
     "token_overlaps",
@@ -25,6 +25,11 @@ __all__ = [
 
 #: Floor under token norms in :func:`cosine_matrix` (a zero token has cosine 0 with everything).
 NORM_EPS = 1e-30
+
+
+def _work(x):
+    """Gram matrices and norms accumulate in at least float32 (float16 products overflow at ~6.5e4)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 def _tokens(x, name="x"):
@@ -43,14 +48,18 @@ def _offdiag_mean(m):
 def token_overlaps(x: torch.Tensor):
     """``(q, p)``: mean diagonal and mean off-diagonal of ``x x^T / d``; x (..., T, d) -> two (...) tensors."""
     _tokens(x)
-    gram = x @ x.transpose(-1, -2) / x.shape[-1]
+    xw = _work(x)
+    gram = xw @ xw.transpose(-1, -2) / x.shape[-1]
     return torch.diagonal(gram, dim1=-2, dim2=-1).mean(-1), _offdiag_mean(gram)
 
 
 def cosine_matrix(x: torch.Tensor) -> torch.Tensor:
     """(..., T, d) -> (..., T, T) cosine similarities between tokens."""
     _tokens(x)
-    u = x / x.norm(dim=-1, keepdim=True).clamp_min(NORM_EPS)
+    xw = _work(x)
+    # divide by the largest entry first, so that the norm of huge tokens cannot overflow
+    xw = xw / xw.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(xw.dtype).tiny)
+    u = xw / xw.norm(dim=-1, keepdim=True).clamp_min(NORM_EPS)
     return u @ u.transpose(-1, -2)
 
 
@@ -65,20 +74,25 @@ def _rows(A, name="A"):
         raise ValueError(f"{name} must have a non-empty last dimension")
     if bool((A < 0).any()):
         raise ValueError(f"{name} must be non-negative (attention weights)")
+    rtol = TOL.get(A.dtype, TOL[torch.float32])[0]
+    total = _work(A).sum(-1)
+    if A.numel() and bool(((total - 1).abs() > max(rtol, 1e-6) * A.shape[-1]).any()):
+        worst = float((total - 1).abs().max())
+        raise ValueError(f"{name} must have rows that sum to 1 (attention weights); a row sums to 1 {'+-'} {worst:.3g}")
     return A
 
 
 def attention_ipr(A: torch.Tensor, r: float = 2) -> torch.Tensor:
     """Inverse participation ratio of order r of each row: (..., T) -> (...), in [T^(1-r), 1]."""
     _rows(A)
-    if not r >= 1:
-        raise ValueError(f"r must be >= 1; got {r}")
-    return A.pow(r).sum(-1)
+    r = check_real(r, "r", minimum=1.0)
+    return _work(A).pow(r).sum(-1)
 
 
 def attention_entropy(A: torch.Tensor) -> torch.Tensor:
     """Shannon entropy (nats) of each row, with 0 log 0 = 0: (..., T) -> (...), in [0, log T]."""
     _rows(A)
+    A = _work(A)
     return -torch.where(A > 0, A * A.clamp_min(torch.finfo(A.dtype).tiny).log(), torch.zeros_like(A)).sum(-1)
 
 
@@ -100,5 +114,7 @@ def cross_token_covariance(v: torch.Tensor) -> torch.Tensor:
 def stable_rank(x: torch.Tensor) -> torch.Tensor:
     """``||X||_F^2 / ||X||_2^2`` of each (T, d) matrix: (..., T, d) -> (...), in [1, min(T, d)]."""
     check_tensor(x, "x", ndim_min=2)
-    s = torch.linalg.matrix_norm(x, ord=2)
-    return torch.linalg.matrix_norm(x, ord="fro").pow(2) / s.pow(2).clamp_min(NORM_EPS)
+    xw = _work(x)
+    xw = xw / xw.abs().amax((-1, -2), keepdim=True).clamp_min(torch.finfo(xw.dtype).tiny)   # scale-free
+    s = torch.linalg.matrix_norm(xw, ord=2)
+    return torch.linalg.matrix_norm(xw, ord="fro").pow(2) / s.pow(2).clamp_min(NORM_EPS)

@@ -10,6 +10,7 @@ into memory chunks.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = ["as_generator"]
@@ -20,28 +21,35 @@ _SEED_SPACE = 2**62
 def as_generator(generator=None, device=None) -> torch.Generator:
     """Normalise ``generator`` (int seed | torch.Generator | None) to a ``torch.Generator``.
 
-    An existing generator is returned as is (its device must match ``device`` when
-    both are given); an int seeds a new generator on ``device`` (default CPU).
+    An existing generator is returned as is; an explicit ``device`` must then be its device (a
+    conflict is an error, not a silent choice). An int (Python or numpy, ``0 <= seed < 2**64``) seeds
+    a new generator on ``device`` (default CPU); None seeds one from fresh entropy.
     """
-    device = torch.device("cpu") if device is None else torch.device(device)
     if isinstance(generator, torch.Generator):
-        if device is not None and generator.device.type != device.type:
+        if device is not None and not _same_device(generator.device, torch.device(device)):
             raise ValueError(
-                f"generator lives on {generator.device.type!r} but the computation on {device.type!r}; "
+                f"generator lives on {str(generator.device)!r} but device={str(torch.device(device))!r} was asked for; "
                 "pass an int seed to create a generator on the right device"
             )
         return generator
+    device = torch.device("cpu") if device is None else torch.device(device)
     if generator is None:
         g = torch.Generator(device=device)
         g.seed()
         return g
-    if isinstance(generator, bool) or not isinstance(generator, int):
+    if isinstance(generator, (bool, np.bool_)) or not isinstance(generator, (int, np.integer)):
         raise TypeError(f"generator must be an int seed, a torch.Generator or None; got {type(generator).__name__}")
-    if generator < 0:
-        raise ValueError(f"generator seed must be >= 0; got {generator}")
+    seed = int(generator)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"generator seed must satisfy 0 <= seed < 2**64; got {seed}")
     g = torch.Generator(device=device)
-    g.manual_seed(int(generator))
+    g.manual_seed(seed)
     return g
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """Same device type, and same index where both name one (``cuda`` means the current CUDA device)."""
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
 def draw_seed(generator: torch.Generator) -> int:

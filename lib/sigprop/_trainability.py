@@ -24,9 +24,9 @@ import dataclasses
 
 import numpy as np
 
-from ._blockmaps import block_map
+from ._block_map import _REALS, _checked, _one_block, _parameters
 from ._rem import _ipr_limit
-from ._validate import check_int, check_positive, check_range
+from ._validate import check_int, check_positive, check_range, check_real
 
 __all__ = ["TrainabilityDiagram", "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES"]
 __theory__ = ["trainability_diagram", "cosine_vs_depth", "critical_alpha_sa"]
@@ -61,14 +61,16 @@ def cosine_vs_depth(depth, *, beta, alpha_sa=1.0, rho0=0.0, q0=1.0, **kwargs):
     sigma_v2, norm, gain_control, activation``), all broadcasting.
     """
     depth = check_int(depth, "depth", minimum=0)
-    check_range(rho0, "rho0", -1.0, 1.0)
-    check_positive(q0, "q0")
-    norm = kwargs.get("norm", "post")
+    r0 = check_range(rho0, "rho0", -1.0, 1.0)
+    qa = check_positive(q0, "q0")
     b = np.asarray(check_positive(beta, "beta"), dtype=float)
     a = np.asarray(check_positive(alpha_sa, "alpha_sa", allow_zero=True), dtype=float)
-    shape = np.broadcast_shapes(b.shape, a.shape, np.shape(rho0), np.shape(q0))
-    q = np.broadcast_to(np.asarray(q0, dtype=float), shape).copy()
-    p = np.broadcast_to(np.asarray(rho0, dtype=float) * q0, shape).copy()
+    P = _parameters(None, None, dict(kwargs, beta=b, alpha_sa=a))   # validates every keyword
+    norm = P["norm"]
+    shape = np.broadcast_shapes(*(np.shape(P[k]) for k in _REALS + ("beta",)), r0.shape, qa.shape)
+    P.update({k: np.broadcast_to(P[k], shape).astype(float) for k in _REALS + ("beta",)})
+    q = np.broadcast_to(qa, shape).copy()
+    p = np.broadcast_to(r0 * qa, shape).copy()
     rho = np.empty((depth + 1,) + shape)
     y2 = np.full((depth + 1,) + shape, np.nan)
     rho[0] = p / q
@@ -78,7 +80,7 @@ def cosine_vs_depth(depth, *, beta, alpha_sa=1.0, rho0=0.0, q0=1.0, **kwargs):
             y2[l] = _ipr_limit(np.broadcast_to(b, shape), q, p, 2.0)
         else:   # post-LN blocks receive normalised tokens, pre-LN normalises before attention
             y2[l] = _ipr_limit(np.broadcast_to(b, shape), np.ones(shape), p / q, 2.0)
-        q, p = block_map(q, p, beta=b, alpha_sa=a, **kwargs)
+        q, p = _checked(_one_block(q, p, P, None), l + 1, norm)
         q, p = np.broadcast_to(q, shape), np.broadcast_to(p, shape)
         rho[l + 1] = p / q
     return rho, y2
@@ -118,6 +120,11 @@ def critical_alpha_sa(depth, *, beta, rank_threshold=0.99, rho0=0.0, lo=0.0, hi=
     """
     b = np.atleast_1d(np.asarray(check_positive(beta, "beta"), dtype=float))
     depth = check_int(depth, "depth", minimum=1)
+    check_range(rank_threshold, "rank_threshold", 0.0, 1.0)
+    lo, hi = check_real(lo, "lo", minimum=0.0), check_real(hi, "hi", minimum=0.0)
+    tol = check_real(tol, "tol", minimum=0.0, strict=True)
+    if hi <= lo:
+        raise ValueError(f"the bracket needs lo < hi; got lo={lo}, hi={hi}")
 
     def rho_at(a):
         return cosine_vs_depth(depth, beta=b, alpha_sa=a, rho0=rho0, **kwargs)[0][-1]

@@ -10,7 +10,7 @@ module is the same experiment at a size a CPU runs, on a language the project ge
   cross-entropy at masked positions. :meth:`MaskedTask.bayes_loss` is the best any model can do
   (exact posterior of a masked token given every visible token, by the forward-backward
   recursion of the chain), :meth:`MaskedTask.unigram_loss` the best without context.
-* **model** -- the random transformer of :mod:`sigprop._blocks` (the same
+* **model** -- the random transformer of :mod:`sigprop._block` (the same
   :class:`~sigprop.BlockConfig`, the same initialisation, so its cosine at initialisation is the
   block map's, Algorithms 1-3) with token and absolute position embeddings (each entry
   ``N(0, 1/2)``, so input tokens have ``q = 1``) and a linear readout.
@@ -33,84 +33,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._blocks import BlockConfig, TransformerParams, _block, sample_transformer
-from ._data import MarkovSource
+from ._block import BlockConfig, TransformerParams, _block, sample_transformer
+from ._language import MaskedTask
 from ._measures import attention_entropy, mean_cosine
+from ._config import threads_for
 from ._montecarlo import progress_bar
 from ._random import as_generator, draw_seed
 from ._validate import check_int, check_positive, check_range
 
-__all__ = ["MaskedTask", "TrainingRun", "train_masked_lm", "masked_lm_init"]
+__all__ = ["TrainingRun", "train_masked_lm", "masked_lm_init"]
 
 _WEIGHTS = ("w_q", "w_k", "w_v", "w1", "b1", "w2", "b2")
-
-
-@dataclasses.dataclass(frozen=True)
-class MaskedTask:
-    """Masked-token prediction on sequences of length ``T`` from ``source`` (``[MASK]`` id = ``vocab``)."""
-
-    source: MarkovSource
-    T: int
-    mask_prob: float = 0.15
-
-    def __post_init__(self):
-        if not isinstance(self.source, MarkovSource):
-            raise TypeError(f"source must be a MarkovSource; got {type(self.source).__name__}")
-        check_int(self.T, "T", minimum=2)
-        check_range(self.mask_prob, "mask_prob", 0.0, 1.0)
-        if self.mask_prob == 0.0:
-            raise ValueError("mask_prob must be > 0 (no masked token, no loss)")
-
-    @property
-    def vocab(self) -> int:
-        return self.source.vocab
-
-    @property
-    def mask_id(self) -> int:
-        return self.source.vocab
-
-    def sample(self, n: int, *, generator=None):
-        """``(inputs, targets, mask)``, each ``(n, T)``: masked inputs, clean tokens, bool mask.
-
-        At least one position per sequence is masked (a sequence without one would carry no loss).
-        """
-        n = check_int(n, "n", minimum=1)
-        g = as_generator(generator)
-        targets = self.source.sample(n, self.T, generator=g)
-        mask = torch.rand(n, self.T, generator=g) < self.mask_prob
-        forced = torch.randint(self.T, (n,), generator=g)
-        mask[~mask.any(1), forced[~mask.any(1)]] = True
-        return targets.masked_fill(mask, self.mask_id), targets, mask
-
-    def unigram_loss(self) -> float:
-        """Entropy of the stationary distribution (nats): the best loss without context."""
-        pi = self.source.stationary
-        return float(-(pi * pi.log()).sum())
-
-    def bayes_loss(self, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``(n,)`` mean over masked positions of ``-log p(x_t | visible tokens)``, exact.
-
-        Forward-backward on the chain with "emission" 1 at the observed symbol of a visible
-        position and 1 everywhere at a masked one; messages are renormalised at every step.
-        """
-        P, pi = self.source.transition, self.source.stationary                 # float64
-        n, T = targets.shape
-        onehot = F.one_hot(targets, self.vocab).double()                       # (n, T, V)
-        emit = torch.where(mask[..., None], torch.ones_like(onehot), onehot)
-        fwd = torch.empty_like(emit)
-        bwd = torch.ones_like(emit)
-        a = pi * emit[:, 0]
-        fwd[:, 0] = a / a.sum(-1, keepdim=True)
-        for t in range(1, T):   # loop over positions, batched over sequences
-            a = (fwd[:, t - 1] @ P) * emit[:, t]
-            fwd[:, t] = a / a.sum(-1, keepdim=True)
-        for t in range(T - 2, -1, -1):
-            b = (emit[:, t + 1] * bwd[:, t + 1]) @ P.T
-            bwd[:, t] = b / b.sum(-1, keepdim=True)
-        post = fwd * bwd
-        post = post / post.sum(-1, keepdim=True)
-        nll = -(post * onehot).sum(-1).log()                                   # (n, T)
-        return (nll * mask).sum(1) / mask.sum(1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,30 +175,34 @@ def train_masked_lm(config: BlockConfig, depth: int, task: MaskedTask, *, seeds:
     init_cosine = None
     start = time.perf_counter()
     bar = progress_bar(last, desc=f"training {seeds} networks", enabled=progress)
-    for step in range(last + 1):
-        if step % eval_every == 0 or step == last:
-            with torch.no_grad():
-                weights = []
-                logits, layers = _encode(params, config, ev_in, weights)
-                cos = torch.stack([mean_cosine(x.double()).mean(1) for x in layers])   # (depth + 1, seeds)
-                if init_cosine is None:
-                    init_cosine = cos.cpu().numpy()
-                ent = torch.stack([attention_entropy(A.double()).mean((1, 2, 3)) for A in weights]).mean(0)
-                record["steps"].append(step)
-                record["eval_loss"].append(_masked_ce(logits, ev_tgt, ev_mask).cpu().numpy())
-                record["attention_entropy"].append(ent.cpu().numpy())
-                record["top_cosine"].append(cos[-1].cpu().numpy())
-        if step == last:
-            break
-        inputs, targets, mask = (t.to(device) for t in task.sample(batch, generator=data_g))
-        logits, _ = _encode(params, config, inputs)
-        loss = _masked_ce(logits, targets, mask).sum()
-        opt.zero_grad(set_to_none=False)
-        loss.backward()
-        _clip_per_network(leaves, max_grad_norm)
-        opt.step()
-        sched.step()
-        bar.update(1)
+    work = seeds * batch * task.T * config.d * max(3 * config.d, config.hidden)   # multiply-adds per product
+    with threads_for(work):
+        for step in range(last + 1):
+            if step % eval_every == 0 or step == last:
+                with torch.no_grad():
+                    weights = []
+                    logits, layers = _encode(params, config, ev_in, weights)
+                    cos = torch.stack([mean_cosine(x.double()).mean(1) for x in layers])   # (depth + 1, seeds)
+                    if init_cosine is None:
+                        init_cosine = cos.cpu().numpy()
+                    ent = torch.stack([attention_entropy(A.double()).mean((1, 2, 3)) for A in weights]).mean(0)
+                    record["steps"].append(step)
+                    record["eval_loss"].append(_masked_ce(logits, ev_tgt, ev_mask).cpu().numpy())
+                    record["attention_entropy"].append(ent.cpu().numpy())
+                    record["top_cosine"].append(cos[-1].cpu().numpy())
+            if step == last:
+                break
+            inputs, targets, mask = (t.to(device) for t in task.sample(batch, generator=data_g))
+            logits, _ = _encode(params, config, inputs)
+            loss = _masked_ce(logits, targets, mask).sum()
+            if not bool(torch.isfinite(loss)):
+                raise FloatingPointError(f"training diverged at step {step} (loss {float(loss)}); lower lr={lr}")
+            opt.zero_grad(set_to_none=False)
+            loss.backward()
+            _clip_per_network(leaves, max_grad_norm)
+            opt.step()
+            sched.step()
+            bar.update(1)
     bar.close()
     settings = dict(config=dataclasses.asdict(config), depth=depth, T=task.T, vocab=task.vocab,
                     mask_prob=task.mask_prob, seeds=seeds, steps=steps, stop_at=last, batch=batch, lr=lr,

@@ -62,7 +62,6 @@ __theory__ = [
     "residual_scaling",
     "logit_second_moment",
     "uniform_deviation",
-    "glorot_variance",
 ]
 
 
@@ -276,13 +275,6 @@ def uniform_mean_correlation_limit(f0, c0, n, *, alpha1_tilde):
     e = np.exp(t1)
     out = na * e * c0a / ((na - 1) * ((e - 1) * c0a + na * f0a)) - 1 / (na - 1)
     return to_output(out, f0, c0, n, alpha1_tilde)
-
-
-def glorot_variance(d_v, d_k):
-    r""":math:`\sigma_k^2 = 2/(d_v + d_k)`, the Glorot variance of Noci et al. (2022), Lemma A.7."""
-    a = check_positive(d_v, "d_v")
-    b = check_positive(d_k, "d_k")
-    return to_output(2.0 / (a + b), d_v, d_k)
 
 
 def logit_second_moment(x: torch.Tensor, sigma_k2) -> torch.Tensor:

@@ -6,6 +6,7 @@ check them without changing their type.
 from __future__ import annotations
 
 import enum
+import math
 
 import numpy as np
 import torch
@@ -22,13 +23,20 @@ TOL = {
 
 
 def _as_array(value, name):
+    """Numbers (Python, numpy, torch; scalars or arrays) as a float64 array; bools and strings refused."""
     if isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool or value.is_complex():
+            raise TypeError(f"{name} must be a real number or array; got a {value.dtype} tensor")
         return value.detach().cpu().double().numpy()
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"{name} must be a number or an array of numbers; got {value!r}")
     try:
-        arr = np.asarray(value, dtype=float)
+        raw = np.asarray(value)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a number or an array of numbers; got {type(value).__name__}") from None
-    return arr
+    if raw.dtype == bool or raw.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a number or an array of numbers; got {type(value).__name__} of {raw.dtype}")
+    return raw.astype(float)
 
 
 def _describe(arr):
@@ -59,14 +67,20 @@ def check_range(value, name, lo, hi):
     return arr
 
 
+def broadcast(**arrays):
+    """``np.broadcast_arrays`` with an error naming the arguments (expected vs got shapes)."""
+    try:
+        return np.broadcast_arrays(*arrays.values())
+    except ValueError:
+        got = ", ".join(f"{k} {np.shape(v)}" for k, v in arrays.items())
+        raise ValueError(f"arguments must broadcast against each other; got shapes {got}") from None
+
+
 def check_overlaps(q, p, *, strict=True):
     """q > 0 and |p| <= q (p < q when ``strict``: the REM needs q - p > 0)."""
     qa = check_positive(q, "q")
     pa = check_finite(p, "p")
-    try:
-        qb, pb = np.broadcast_arrays(qa, pa)
-    except ValueError:
-        raise ValueError(f"q and p must broadcast; got shapes {qa.shape} and {pa.shape}") from None
+    qb, pb = broadcast(q=qa, p=pa)
     if np.any(np.abs(pb) > qb * (1 + 1e-12)):
         raise ValueError("overlaps must satisfy |p| <= q (Cauchy-Schwarz); got p/q with max |p|/q = "
                          f"{float(np.max(np.abs(pb) / qb)):.4g}")
@@ -145,3 +159,35 @@ def check_attention_weights(x, w_q, w_k, w_v):
         check_tensor(w, name, ndim_min=2, last=d)
     if w_q.shape[-2] != w_k.shape[-2]:
         raise ValueError(f"w_q and w_k must have the same d_k; got {tuple(w_q.shape)} and {tuple(w_k.shape)}")
+
+
+def check_flag(value, name) -> bool:
+    """A flag must be a bool (Python or numpy): ``"no"`` or ``1`` are refused, not read as truthy."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False; got {value!r} ({type(value).__name__})")
+
+
+def check_real(value, name, *, minimum=None, maximum=None, strict=False) -> float:
+    """A real number (Python/numpy scalar or 0-d tensor), finite, within bounds; returned as ``float``.
+
+    ``strict`` makes the minimum exclusive. Strings, arrays and bools are refused.
+    """
+    if isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_complex():
+        value = value.item()
+    elif isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite; got {out}")
+    low = minimum is not None and (out < minimum or (strict and out == minimum))
+    high = maximum is not None and out > maximum
+    if (low or high) and minimum is not None and maximum is not None and not strict:
+        raise ValueError(f"{name} must lie in [{minimum}, {maximum}]; got {out:.6g}")
+    if low:
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}; got {out:.6g}")
+    if high:
+        raise ValueError(f"{name} must be <= {maximum}; got {out:.6g}")
+    return out

@@ -1,22 +1,82 @@
 """Analytic maps (float64): ``sp.theory.<name>``.
 
-Collects every name a sigprop module lists in ``__theory__``: the REM quantities of
-Giorlandino & Goldt 2025 (``beta_c``, ``ipr``, ``ipr_finite``), their block maps
-(``block_map``, ``iterate_block_map``), and the chapters' maps (uniform attention, Bao's
-localisation, Aghajanyan's covariances, ...). Scalars in, floats out; arrays in, arrays out.
+The closed-form side of every random object in sigprop, each re-exported from the module that also
+holds the object's sampler and Monte Carlo: the REM of an attention row (``beta_c``, ``ipr``,
+``ipr_finite``, ``rem_moments``), the attention layer's maps, the block maps (Algorithms 1-3), the
+trainability diagrams, and the chapters' maps (uniform attention, Bao's localisation, Aghajanyan's
+covariances, the dictionary between the documents' scalings). Scalars in, floats out; arrays in, arrays
+out. ``tests/test_namespace.py`` keeps this list and the modules' ``__theory__`` equal.
 """
 from __future__ import annotations
 
-import importlib
+from ._rem import beta_c as beta_c, ipr as ipr, ipr_finite as ipr_finite, rem_moments as rem_moments
+from ._attention import (
+    score_covariance as score_covariance, attention_map as attention_map, cosine_map as cosine_map,
+)
+from ._query_gradient import query_grad_norm as query_grad_norm
+from ._block_map import (
+    block_map as block_map, iterate_block_map as iterate_block_map, mlp_map as mlp_map,
+    relu_kernel as relu_kernel,
+)
+from ._trainability import (
+    trainability_diagram as trainability_diagram, cosine_vs_depth as cosine_vs_depth,
+    critical_alpha_sa as critical_alpha_sa,
+)
+from ._uniform import (
+    uniform_gram_sum as uniform_gram_sum, uniform_sq_norm as uniform_sq_norm,
+    uniform_mean_correlation as uniform_mean_correlation, uniform_gram_sum_limit as uniform_gram_sum_limit,
+    uniform_sq_norm_limit as uniform_sq_norm_limit,
+    uniform_mean_correlation_limit as uniform_mean_correlation_limit, residual_scaling as residual_scaling,
+    logit_second_moment as logit_second_moment, uniform_deviation as uniform_deviation,
+)
+from ._gradients import (
+    value_grad_sq_norm as value_grad_sq_norm, query_grad_sq_norm as query_grad_sq_norm,
+    input_grad_sq_norm as input_grad_sq_norm, input_grad_bound as input_grad_bound,
+    value_grad_sq_norm_equicorrelated as value_grad_sq_norm_equicorrelated,
+    query_grad_sq_norm_equicorrelated as query_grad_sq_norm_equicorrelated,
+    query_value_log_ratio as query_value_log_ratio,
+)
+from ._localisation import (
+    signal_propagation_moments as signal_propagation_moments,
+    signal_propagation_moments_paper as signal_propagation_moments_paper, variance_profile as variance_profile,
+    gaussian_propagation_probability as gaussian_propagation_probability, rho_theta as rho_theta,
+    rho_theta_limit as rho_theta_limit, xi_eta as xi_eta, zhai_entropy_bound as zhai_entropy_bound,
+    min_entropy_bound as min_entropy_bound, one_spike_entropy as one_spike_entropy,
+)
+from ._covariance import (
+    witness_covariance as witness_covariance, prefix_mean_factor as prefix_mean_factor,
+    small_alpha_correction as small_alpha_correction, quadratic_form_variance as quadratic_form_variance,
+    compound_symmetry_covariance as compound_symmetry_covariance,
+    compound_symmetry_rho_range as compound_symmetry_rho_range,
+    compound_symmetry_variance as compound_symmetry_variance, common_mode_split as common_mode_split,
+    common_mode_energy_of as common_mode_energy_of, uniform_attention_variances as uniform_attention_variances,
+    l1_floor_constant as l1_floor_constant, shared_plus_noise_energy as shared_plus_noise_energy,
+    conditional_cosine as conditional_cosine, logit_range as logit_range,
+    overlap_lower_bound as overlap_lower_bound, cosine_lower_bound as cosine_lower_bound,
+    residual_mixture_correlation as residual_mixture_correlation,
+)
+from ._dictionary import (
+    logit_variance as logit_variance, beta_equivalent as beta_equivalent,
+    qk_variance_for_beta as qk_variance_for_beta, beta_xavier as beta_xavier, beta_bao as beta_bao,
+    bao_self_logit_mean as bao_self_logit_mean, branch_from_skip as branch_from_skip,
+    glorot_variance as glorot_variance,
+)
 
-from . import _MODULES
-
-__all__: list[str] = []
-for _name in _MODULES:
-    _module = importlib.import_module(f"sigprop.{_name}")
-    for _public in getattr(_module, "__theory__", ()):
-        globals()[_public] = getattr(_module, _public)
-        __all__.append(_public)
-for _leftover in ("_name", "_module", "_public"):
-    globals().pop(_leftover, None)
-del _leftover
+__all__ = [
+    "beta_c", "ipr", "ipr_finite", "rem_moments", "score_covariance", "attention_map", "cosine_map",
+    "query_grad_norm", "block_map", "iterate_block_map", "mlp_map", "relu_kernel", "trainability_diagram",
+    "cosine_vs_depth", "critical_alpha_sa", "uniform_gram_sum", "uniform_sq_norm", "uniform_mean_correlation",
+    "uniform_gram_sum_limit", "uniform_sq_norm_limit", "uniform_mean_correlation_limit", "residual_scaling",
+    "logit_second_moment", "uniform_deviation", "value_grad_sq_norm", "query_grad_sq_norm",
+    "input_grad_sq_norm", "input_grad_bound", "value_grad_sq_norm_equicorrelated",
+    "query_grad_sq_norm_equicorrelated", "query_value_log_ratio", "signal_propagation_moments",
+    "signal_propagation_moments_paper", "variance_profile", "gaussian_propagation_probability", "rho_theta",
+    "rho_theta_limit", "xi_eta", "zhai_entropy_bound", "min_entropy_bound", "one_spike_entropy",
+    "witness_covariance", "prefix_mean_factor", "small_alpha_correction", "quadratic_form_variance",
+    "compound_symmetry_covariance", "compound_symmetry_rho_range", "compound_symmetry_variance",
+    "common_mode_split", "common_mode_energy_of", "uniform_attention_variances", "l1_floor_constant",
+    "shared_plus_noise_energy", "conditional_cosine", "logit_range", "overlap_lower_bound",
+    "cosine_lower_bound", "residual_mixture_correlation", "logit_variance", "beta_equivalent",
+    "qk_variance_for_beta", "beta_xavier", "beta_bao", "bao_self_logit_mean", "branch_from_skip",
+    "glorot_variance"
+]

@@ -12,6 +12,16 @@ import sys
 from . import format_table, run
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
+    return value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sigprop.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
@@ -21,8 +31,14 @@ def main(argv=None) -> int:
                     help="execute every page in reverse order, then again in order (slower)")
     ap.add_argument("--only", nargs="+", choices=["forward", "naive", "ipr", "diagram", "grad", "pages"],
                     help="run only these benchmarks")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default min(2, cpu count))")
+    ap.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default min(2, cpu count))")
     args = ap.parse_args(argv)
+    if args.json:  # check the output path before the (long) run
+        try:
+            with open(args.json, "a"):
+                pass
+        except OSError as exc:
+            ap.error(f"cannot write --json {args.json!r}: {exc.strerror}")
     result = run(tiny=args.tiny, pages=args.pages, pages_twice=args.pages_twice, only=args.only,
                  threads=args.threads, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr, flush=True))
     print(format_table(result))

@@ -1,39 +1,62 @@
-"""``python -m sigprop.claims [--document NAME] [--json FILE]``: run the ledger, print a table."""
+"""``python -m sigprop.claims [--document NAME] [--json FILE] [--record]``: run the ledger, print a table.
+
+``--record`` rewrites the committed record (``sigprop/claims/record.json``) that the book quotes; run it
+(``make ledger``) after changing a claim, and commit the file.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 
-from . import DOCUMENTS, run
+from . import DOCUMENTS, RECORD, Status, run
 
 
 def _table(results) -> str:
-    head = f"{'id':44s} {'status':10s} {'stated':>11s} {'measured':>11s} {'stderr':>9s} {'tol':>9s}  source"
+    head = f"{'id':44s} {'status':18s} {'stated':>11s} {'measured':>11s} {'stderr':>9s} {'tol':>9s}  source"
     lines = [head, "-" * len(head)]
     for r in results:
         flag = "" if r.status == r.expected else f"  (expected {r.expected})"
-        lines.append(f"{r.id:44s} {r.status:10s} {r.stated:11.4g} {r.measured:11.4g} {r.stderr:9.2g} "
+        lines.append(f"{r.id:44s} {r.status:18s} {r.stated:11.4g} {r.measured:11.4g} {r.stderr:9.2g} "
                      f"{r.tolerance:9.2g}  {r.document}: {r.source}{flag}")
-    counts = {s: sum(r.status == s for r in results) for s in ("reproduced", "deviates", "erratum")}
-    lines.append(f"{len(results)} claims: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    counts = {s.value: sum(r.status == s.value for r in results) for s in Status}
+    lines.append(f"{len(results)} claims: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
     return "\n".join(lines)
 
 
+def _writable(path: str) -> pathlib.Path:
+    """Check, before any work, that ``path`` can be written (its folder exists and is writable)."""
+    p = pathlib.Path(path)
+    try:
+        with open(p, "a"):
+            pass
+    except OSError as exc:
+        raise SystemExit(f"python -m sigprop.claims: cannot write {path!r}: {exc.strerror}") from None
+    return p
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sigprop.claims", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m sigprop.claims", description=__doc__.splitlines()[0])
     parser.add_argument("--document", choices=DOCUMENTS, help="only this document's claims")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-' for stdout)")
+    parser.add_argument("--record", action="store_true",
+                        help="rewrite the committed record sigprop/claims/record.json (all documents)")
     args = parser.parse_args(argv)
+    if args.record and args.document:
+        parser.error("--record runs every document; drop --document")
+    out = _writable(args.json) if args.json and args.json != "-" else None
+    record = _writable(pathlib.Path(__file__).with_name(RECORD)) if args.record else None
     results = run(args.document, progress=sys.stderr.isatty())
+    rows = [r.as_json() for r in results]
     if args.json == "-":
-        json.dump([r.as_json() for r in results], sys.stdout, indent=1)
+        json.dump(rows, sys.stdout, indent=1)
         print()
     else:
         print(_table(results))
-        if args.json:
-            with open(args.json, "w") as fh:
-                json.dump([r.as_json() for r in results], fh, indent=1)
+    for path in (out, record):
+        if path is not None:
+            path.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 

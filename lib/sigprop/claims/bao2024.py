@@ -10,41 +10,42 @@ import math
 import numpy as np
 import torch
 
-from . import Measured, claim
+from scipy.special import erf
+
+import sigprop as sp
+from sigprop.claims import Measured, claim
+
+
 
 DOC = "bao2024"
 Z = 4.0
 
 
 def _z_samples(n, T, d, w_qk, sigma, lam, generator):
-    from .._data import random_walk_tokens
-    from .._localisation import last_query_logits, linearised_softmax_argument
 
-    x = random_walk_tokens(n, T=T, d=d, sigma=sigma, generator=generator, dtype=torch.float64)
-    return linearised_softmax_argument(last_query_logits(x, w_qk, lam))
+    x = sp.random_walk_tokens(n, T=T, d=d, sigma=sigma, generator=generator, dtype=torch.float64)
+    return sp.linearised_softmax_argument(sp.last_query_logits(x, w_qk, lam))
 
 
 def _setup(T, d, mean, scale, aniso, seed):
-    from .._localisation import anisotropic_sigma, qk_traces, spectral_qk_matrix
 
     g = torch.Generator().manual_seed(seed)
-    sigma = anisotropic_sigma(d, generator=g) if aniso else None
-    a = spectral_qk_matrix(d=d, mean=mean, scale=scale, generator=g)
-    tr = {k: float(v) for k, v in qk_traces(a, sigma).items()}
+    sigma = sp.anisotropic_sigma(d, generator=g) if aniso else None
+    a = sp.spectral_qk_matrix(d=d, mean=mean, scale=scale, generator=g)
+    tr = {k: float(v) for k, v in sp.qk_traces(a, sigma).items()}
     return a, sigma, tr
 
 
 @claim(id="bao2024-sec2-taylor-coefficients", document=DOC, source="Sec. 2 (gamma^i, gamma_0^i)",
        claim="The softmax Jacobian at the origin is gamma^i = e^i/T - 1/T^2 and S(0)_i = 1/T.")
 def _taylor():
-    from .._localisation import linearised_softmax_argument
 
     T = 7
     jac = torch.autograd.functional.jacobian(lambda w: torch.softmax(w, -1),
                                              torch.zeros(T, dtype=torch.float64))
     gamma = torch.eye(T, dtype=torch.float64) / T - 1.0 / T**2
     e = torch.randn(T, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    lin = linearised_softmax_argument(e)
+    lin = sp.linearised_softmax_argument(e)
     err = max(float((jac - gamma).abs().max()), float((lin - (gamma @ e + 1.0 / T)).abs().max()))
     return Measured(stated=0.0, measured=err, stderr=0.0, tolerance=1e-12,
                     note="max |autograd Jacobian - gamma| and |Z - (Gamma omega + gamma_0)|; float64 tolerance")
@@ -54,18 +55,16 @@ def _taylor():
        claim="E[x_1^T W x_1] = (i - 1) tr(W Sigma) = 0 for the first token of the random walk.",
        expected="erratum")
 def _eq15():
-    from .._data import random_walk_tokens
-    from .._montecarlo import monte_carlo
 
     d = 8
     a, sigma, _ = _setup(4, d, 0.5, 0.3, True, 1)
     trws = float(torch.trace(a @ sigma))
 
     def sample(n, g):
-        x = random_walk_tokens(n, T=1, d=d, sigma=sigma, generator=g, dtype=torch.float64)[:, 0]
+        x = sp.random_walk_tokens(n, T=1, d=d, sigma=sigma, generator=g, dtype=torch.float64)[:, 0]
         return torch.einsum("na,ab,nb->n", x, a, x)
 
-    est = monte_carlo(sample, 40_000, generator=2, chunk=10_000, progress=False)
+    est = sp.monte_carlo(sample, 40_000, generator=2, chunk=10_000, progress=False)
     return Measured(stated=0.0, measured=est.mean, stderr=est.stderr, tolerance=Z * est.stderr,
                     corrected=trws, note="i = 1; the walk starts at x_1 ~ N(0, Sigma), so E = i tr(W Sigma)")
 
@@ -73,12 +72,11 @@ def _eq15():
 @claim(id="bao2024-lemma1-mean", document=DOC, source="Lemma 1 (mu^i)",
        claim="mu^i = (i/T - 1/2) tr(W)/lambda + o(1) under Assumption 1.")
 def _mean():
-    from .._montecarlo import monte_carlo
 
     T, d, i = 200, 16, 150
     a, sigma, tr = _setup(T, d, 0.3, 0.3, False, 3)
     lam = math.sqrt(d)
-    est = monte_carlo(lambda n, g: _z_samples(n, T, d, a, sigma, lam, g)[:, i - 1], 20_000, generator=4,
+    est = sp.monte_carlo(lambda n, g: _z_samples(n, T, d, a, sigma, lam, g)[:, i - 1], 20_000, generator=4,
                       chunk=2_000, progress=False)
     stated = (i / T - 0.5) * tr["tr_w"] / lam
     return Measured(stated=stated, measured=est.mean, stderr=est.stderr, tolerance=Z * est.stderr,
@@ -89,14 +87,12 @@ def _mean():
        claim="v^i = (2 i^2/T^2 + 7/12) tr(W^2)/lambda^2 + o(1); at the last token 31/12 tr(W^2)/lambda^2.",
        expected="erratum")
 def _var_late():
-    from .._localisation import signal_propagation_moments
-    from .._montecarlo import monte_carlo
 
     T, d = 40, 16
     a, sigma, tr = _setup(T, d, 0.1, 0.5, False, 5)
     lam = math.sqrt(d)
-    mu, v = signal_propagation_moments(T, T, tr_w=tr["tr_w"], tr_w2=tr["tr_w2"], lam=lam)
-    est = monte_carlo(lambda n, g: (_z_samples(n, T, d, a, sigma, lam, g)[:, -1] - mu) ** 2, 20_000,
+    mu, v = sp.theory.signal_propagation_moments(T, T, tr_w=tr["tr_w"], tr_w2=tr["tr_w2"], lam=lam)
+    est = sp.monte_carlo(lambda n, g: (_z_samples(n, T, d, a, sigma, lam, g)[:, -1] - mu) ** 2, 20_000,
                       generator=6, chunk=5_000, progress=False)
     return Measured(stated=(2 + 7 / 12) * tr["tr_w2"] / lam**2, measured=est.mean, stderr=est.stderr,
                     tolerance=Z * est.stderr, corrected=v,
@@ -107,15 +103,13 @@ def _var_late():
        claim="At the middle token (theta = 1/2) v = 13/12 tr(W^2)/lambda^2 (anisotropic Sigma).",
        expected="erratum")
 def _var_mid():
-    from .._localisation import signal_propagation_moments
-    from .._montecarlo import monte_carlo
 
     T, d = 40, 16
     a, sigma, tr = _setup(T, d, -0.2, 0.4, True, 7)
     lam = math.sqrt(d)
     i = T // 2
-    mu, v = signal_propagation_moments(i, T, tr_w=tr["tr_w"], tr_w2=tr["tr_w2"], lam=lam)
-    est = monte_carlo(lambda n, g: (_z_samples(n, T, d, a, sigma, lam, g)[:, i - 1] - mu) ** 2, 20_000,
+    mu, v = sp.theory.signal_propagation_moments(i, T, tr_w=tr["tr_w"], tr_w2=tr["tr_w2"], lam=lam)
+    est = sp.monte_carlo(lambda n, g: (_z_samples(n, T, d, a, sigma, lam, g)[:, i - 1] - mu) ** 2, 20_000,
                       generator=8, chunk=5_000, progress=False)
     return Measured(stated=(2 * 0.25 + 7 / 12) * tr["tr_w2"] / lam**2, measured=est.mean, stderr=est.stderr,
                     tolerance=Z * est.stderr, corrected=v,
@@ -126,24 +120,20 @@ def _var_mid():
        claim="rho_i of Eq. (6) predicts the counted signal propagation probability (theta = 0.7).",
        expected="erratum")
 def _rho():
-    from .._localisation import (gaussian_propagation_probability, propagation_indicator,
-                                 last_query_logits, rho_theta, signal_propagation_moments, xi_eta)
-    from .._data import random_walk_tokens
-    from .._montecarlo import monte_carlo
 
     T, d, i = 40, 128, 28
     a, sigma, tr = _setup(T, d, 0.05, 0.5, False, 9)
     lam = math.sqrt(d)
-    xi, eta = xi_eta(tr["tr_w"], tr["tr_w2"], lam)
+    xi, eta = sp.theory.xi_eta(tr["tr_w"], tr["tr_w2"], lam)
 
     def sample(n, g):
-        x = random_walk_tokens(n, T=T, d=d, sigma=sigma, generator=g, dtype=torch.float64)
-        return propagation_indicator(last_query_logits(x, a, lam))[:, i - 1]
+        x = sp.random_walk_tokens(n, T=T, d=d, sigma=sigma, generator=g, dtype=torch.float64)
+        return sp.propagation_indicator(sp.last_query_logits(x, a, lam))[:, i - 1]
 
-    est = monte_carlo(sample, 6_000, generator=10, chunk=2_000, progress=False)
-    mu, v = signal_propagation_moments(i, T, tr_w=tr["tr_w"], tr_w2=tr["tr_w2"], lam=lam)
-    return Measured(stated=rho_theta(i / T, xi, eta), measured=est.mean, stderr=est.stderr,
-                    tolerance=Z * est.stderr, corrected=gaussian_propagation_probability(mu, v),
+    est = sp.monte_carlo(sample, 6_000, generator=10, chunk=2_000, progress=False)
+    mu, v = sp.theory.signal_propagation_moments(i, T, tr_w=tr["tr_w"], tr_w2=tr["tr_w2"], lam=lam)
+    return Measured(stated=sp.theory.rho_theta(i / T, xi, eta), measured=est.mean, stderr=est.stderr,
+                    tolerance=Z * est.stderr, corrected=sp.theory.gaussian_propagation_probability(mu, v),
                     note="d=128, T=40, eigenvalues N(0.05, 0.5^2); corrected = Gaussian probability with the "
                          "exact moments")
 
@@ -151,11 +141,10 @@ def _rho():
 @claim(id="bao2024-lemma2-late-site", document=DOC, source="Lemma 2, item 1",
        claim="As xi -> inf, eta -> 0 with xi eta -> r = 5, rho(theta) -> 1{1/2 <= theta <= 1/2 + 1/r}.")
 def _late():
-    from .._localisation import rho_theta, rho_theta_limit
 
     th = np.linspace(0, 1, 401)
     away = (np.abs(th - 0.5) > 0.01) & (np.abs(th - 0.7) > 0.01)
-    err = float(np.max(np.abs(rho_theta(th, 1e7, 5e-7) - rho_theta_limit(th, 5.0))[away]))
+    err = float(np.max(np.abs(sp.theory.rho_theta(th, 1e7, 5e-7) - sp.theory.rho_theta_limit(th, 5.0))[away]))
     return Measured(stated=0.0, measured=err, stderr=0.0, tolerance=1e-6,
                     note="sup over theta at distance > 0.01 from the jumps, xi = 1e7")
 
@@ -163,11 +152,10 @@ def _late():
 @claim(id="bao2024-lemma2-early-site", document=DOC, source="Lemma 2, item 2",
        claim="As xi -> -inf, eta -> 0 with xi eta -> r = -4, rho(theta) -> 1{1/2 + 1/r <= theta <= 1/2}.")
 def _early():
-    from .._localisation import rho_theta, rho_theta_limit
 
     th = np.linspace(0, 1, 401)
     away = (np.abs(th - 0.5) > 0.01) & (np.abs(th - 0.25) > 0.01)
-    err = float(np.max(np.abs(rho_theta(th, -1e7, 4e-7, form="corrected") - rho_theta_limit(th, -4.0))[away]))
+    err = float(np.max(np.abs(sp.theory.rho_theta(th, -1e7, 4e-7, form="corrected") - sp.theory.rho_theta_limit(th, -4.0))[away]))
     return Measured(stated=0.0, measured=err, stderr=0.0, tolerance=1e-6,
                     note="corrected variance profile (the limit does not depend on it), xi = -1e7")
 
@@ -175,10 +163,9 @@ def _early():
 @claim(id="bao2024-lemma2-vanishing", document=DOC, source="Lemma 2, item 4",
        claim="For fixed xi, rho(theta) -> 0 for every theta as eta -> infinity (xi = 5, eta = 1e6).")
 def _vanish():
-    from .._localisation import rho_theta
 
     th = np.linspace(0, 1, 401)
-    return Measured(stated=0.0, measured=float(np.max(rho_theta(th, 5.0, 1e6))), stderr=0.0, tolerance=1e-5,
+    return Measured(stated=0.0, measured=float(np.max(sp.theory.rho_theta(th, 5.0, 1e6))), stderr=0.0, tolerance=1e-5,
                     note="sup over theta; rho = O(1/eta)")
 
 
@@ -186,25 +173,22 @@ def _vanish():
        claim="At fixed finite eta, |rho'(theta)| -> 0 for every theta as xi -> 0 (eta = 1: max slope 0).",
        expected="erratum")
 def _uniform():
-    from scipy.special import erf
 
-    from .._localisation import rho_theta, variance_profile
 
     th = np.linspace(0, 1, 2001)
-    slope = np.max(np.abs(np.gradient(rho_theta(th, 1e-9, 1.0), th)))
-    exact = np.max(np.abs(np.gradient(0.5 * erf(1.0 / np.sqrt(2 * variance_profile(th, form="paper"))), th)))
+    slope = np.max(np.abs(np.gradient(sp.theory.rho_theta(th, 1e-9, 1.0), th)))
+    exact = np.max(np.abs(np.gradient(0.5 * erf(1.0 / np.sqrt(2 * sp.theory.variance_profile(th, form="paper"))), th)))
     return Measured(stated=0.0, measured=slope, stderr=0.0, tolerance=1e-6, corrected=exact,
                     note="at xi = 0, rho(theta) = erf(1/(eta sqrt(2 s(theta))))/2, not flat; the proof drops the "
                          "theta-derivative of the 1/eta term")
 
 
 def _draw_norms(*, n=300, d=16, mean=0.3, scale=0.5, seed=11, aniso=True):
-    from .._localisation import anisotropic_sigma, qk_norms, spectral_qk_matrix
 
     g = torch.Generator().manual_seed(seed)
-    a = spectral_qk_matrix(n, d=d, mean=mean, scale=scale, generator=g)
-    sig = anisotropic_sigma(d, generator=g) if aniso else None
-    return qk_norms(a, sig)
+    a = sp.spectral_qk_matrix(n, d=d, mean=mean, scale=scale, generator=g)
+    sig = sp.anisotropic_sigma(d, generator=g) if aniso else None
+    return sp.qk_norms(a, sig)
 
 
 @claim(id="bao2024-eq5", document=DOC, source="Eq. (5)",
@@ -255,11 +239,10 @@ def _eq10():
        claim="(9) lower-bounds attention entropy, so it never exceeds ln T (T = 40: max over nu of (9) - ln T <= 0).",
        expected="deviates")
 def _eq9():
-    from .._localisation import zhai_entropy_bound
 
     T = 40
     nu = np.linspace(0, 30, 30001)
-    excess = float(np.max(zhai_entropy_bound(nu, T)) - math.log(T))
+    excess = float(np.max(sp.theory.zhai_entropy_bound(nu, T)) - math.log(T))
     return Measured(stated=0.0, measured=max(excess, 0.0), stderr=0.0, tolerance=1e-12,
                     note="max_nu of the printed (9) exceeds the largest possible entropy ln T; "
                          "ln(1 + (T-1) e^-delta) is a valid bound for logit range delta")
@@ -268,13 +251,12 @@ def _eq9():
 @claim(id="bao2024-sec6-locater-scale-gradient", document=DOC, source="Sec. 6, LocATER gradient formulae 1-2",
        claim="grad_{W_Q} tr(W_QK^T W_QK) = 2 W_K W_K^T W_Q (and symmetric for W_K).")
 def _loc_scale():
-    from .._locater import locater_gradients, locater_penalty
 
     g = torch.Generator().manual_seed(12)
     wq = torch.randn(6, 10, generator=g, dtype=torch.float64).requires_grad_(True)
     wk = torch.randn(6, 10, generator=g, dtype=torch.float64).requires_grad_(True)
-    locater_penalty(wq, wk, kappa1=1.0, kappa2=0.0).backward()
-    f = locater_gradients(wq.detach(), wk.detach(), form="paper")
+    sp.locater_penalty(wq, wk, kappa1=1.0, kappa2=0.0).backward()
+    f = sp.locater_gradients(wq.detach(), wk.detach(), form="paper")
     err = max(float((f["scale_q"] - wq.grad).abs().max() / wq.grad.abs().max()),
               float((f["scale_k"] - wk.grad).abs().max() / wk.grad.abs().max()))
     return Measured(stated=0.0, measured=err, stderr=0.0, tolerance=1e-12, note="relative to autograd, float64")
@@ -284,13 +266,12 @@ def _loc_scale():
        claim="grad_{W_Q} (tr W_QK - 1)^2 = (tr W_QK - 1) tr(W_QK) W_K: ratio to autograd is 1.",
        expected="erratum")
 def _loc_mean():
-    from .._locater import locater_gradients, locater_penalty
 
     g = torch.Generator().manual_seed(13)
     wq = torch.randn(6, 10, generator=g, dtype=torch.float64).requires_grad_(True)
     wk = torch.randn(6, 10, generator=g, dtype=torch.float64).requires_grad_(True)
-    locater_penalty(wq, wk, kappa1=0.0, kappa2=1.0).backward()
-    f = locater_gradients(wq.detach(), wk.detach(), form="paper")
+    sp.locater_penalty(wq, wk, kappa1=0.0, kappa2=1.0).backward()
+    f = sp.locater_gradients(wq.detach(), wk.detach(), form="paper")
     ratio = float((f["mean_q"] * wq.grad).sum() / (wq.grad * wq.grad).sum())
     tr = float(torch.trace(wq.detach().T @ wk.detach()))
     return Measured(stated=1.0, measured=ratio, stderr=0.0, tolerance=1e-10, corrected=tr / 2,

@@ -1,5 +1,7 @@
+import dataclasses
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -60,7 +62,7 @@ def test_post_ln_tokens_have_unit_norm_and_weight_variances():
 def test_gg_variance_gives_logit_variance_beta2_logT():
     # App. B.1: Var(a_ts) = beta^2 log T q^2 with the 1/sqrt(d) logit scale
     beta, T, d = 0.8, 50, 64
-    cfg = sp.BlockConfig(d=d, sigma_qk2=sp.gg_qk_variance(beta, T, d), logit_scale=1 / math.sqrt(d))
+    cfg = sp.BlockConfig.from_beta(beta, T=T, d=d, logit_scale=1 / math.sqrt(d))
     params = sp.sample_transformer(cfg, 1, inits=400, generator=0, dtype=torch.float64)
     x = sp.gaussian_tokens(400, 1, T=2, d=d, generator=1, dtype=torch.float64)
     qv = torch.einsum("nbtd,nkd->nbtk", x, params.w_q[:, 0, 0])
@@ -96,8 +98,49 @@ def test_forward_validation():
         sp.sample_transformer({"d": 16}, 1)
 
 
-def test_gg_and_xavier_variances():
-    assert sp.gg_qk_variance(1.0, math.e, 4) == pytest.approx(0.25)
-    assert sp.xavier_variance(10, 30) == pytest.approx(0.05)
+def test_from_beta_and_back():
+    # Result 1: sigma_qk^2 = beta sqrt(log T) / d for the default logit scale 1/sqrt(d_k), any number of heads
+    cfg = sp.BlockConfig.from_beta(1.0, T=math.e, d=4)
+    assert cfg.sigma_qk2 == pytest.approx(0.25)
+    for heads in (1, 2, 4):
+        c = sp.BlockConfig.from_beta(0.7, T=64, d=32, heads=heads)
+        assert c.sigma_qk2 == pytest.approx(0.7 * math.sqrt(math.log(64)) / 32)
+        assert c.beta(64) == pytest.approx(0.7)
+    # the default (Xavier) initialisation has an equivalent beta too (Noci et al. 2022)
+    assert sp.BlockConfig(d=10, d_k=30).qk_variance == pytest.approx(0.05)
     with pytest.raises(ValueError, match="T"):
-        sp.gg_qk_variance(1.0, 1, 4)
+        sp.BlockConfig.from_beta(1.0, T=1, d=4)
+
+
+def test_config_stores_validated_types():
+    # numbers stored as float/int, flags as bool: a numpy integer or a string never reaches the forward pass
+    cfg = sp.BlockConfig(d=np.int64(16), alpha_sa=np.float32(1.5), sigma_qk2=torch.tensor(0.1), gain_control=np.bool_(True))
+    assert type(cfg.d) is int and type(cfg.alpha_sa) is float and type(cfg.sigma_qk2) is float
+    assert cfg.gain_control is True
+    import json
+    json.dumps(dataclasses.asdict(cfg))
+    for bad, err in [(dict(alpha_sa="0.5"), TypeError), (dict(gain_control="no"), TypeError),
+                     (dict(alpha_sa=np.ones(2)), TypeError), (dict(sigma_v2=-1.0), ValueError)]:
+        with pytest.raises(err):
+            sp.BlockConfig(d=16, **bad)
+
+
+def test_mc_cosine_vs_depth_shapes_and_samples():
+    cfg = sp.BlockConfig.from_beta(0.5, T=8, d=16)
+    est = sp.mc_cosine_vs_depth(cfg, 3, T=8, inits=5, seqs=2, rho0=0.2, generator=0)
+    assert est.mean.shape == (4,) and est.samples.shape == (5, 4) and est.n == 5
+    assert torch.allclose(est.samples.mean(0), est.mean)
+    again = sp.mc_cosine_vs_depth(cfg, 3, T=8, inits=5, seqs=2, rho0=0.2, generator=0)
+    assert torch.equal(est.mean, again.mean)
+    with pytest.raises(TypeError, match="BlockConfig"):
+        sp.mc_cosine_vs_depth({"d": 16}, 3, T=8)
+
+
+def test_forward_rejects_params_of_another_architecture():
+    params = sp.sample_transformer(sp.BlockConfig(d=16, d_k=4), 2, generator=0)
+    x = sp.gaussian_tokens(2, T=5, d=16, generator=1)
+    with pytest.raises(ValueError, match="params do not match config: w_q"):
+        sp.transformer_forward(x, params, sp.BlockConfig(d=16))
+    params = sp.sample_transformer(sp.BlockConfig(d=16, d_ff=32), 2, generator=0)
+    with pytest.raises(ValueError, match="params do not match config: w1"):
+        sp.transformer_forward(x, params, sp.BlockConfig(d=16))

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -73,14 +74,14 @@ def test_block_map_rejects_bad_options():
         th.block_map(1.0, 0.0, beta=1.0, norm="middle")
     with pytest.raises(ValueError, match="activation must be one of"):
         th.block_map(1.0, 0.0, beta=1.0, activation="gelu")
-    with pytest.raises(ValueError, match="beta must be > 0"):
+    with pytest.raises(ValueError, match="beta must be >= 0"):
         th.block_map(1.0, 0.0, beta=-1.0)
     with pytest.raises(ValueError, match=r"\|p\| <= q"):
         th.block_map(1.0, 2.0, beta=1.0)
 
 
 def _mc_cosine(norm, beta, alpha, depth, *, gain=False, T=64, d=128, inits=24, samples=4, seed=0, **extra):
-    cfg = sp.BlockConfig(d=d, norm=norm, alpha_sa=alpha, sigma_qk2=sp.gg_qk_variance(beta, T, d),
+    cfg = sp.BlockConfig(d=d, norm=norm, alpha_sa=alpha, sigma_qk2=sp.theory.qk_variance_for_beta(beta, T=T, d=d),
                          logit_scale=1 / math.sqrt(d), gain_control=gain, **extra)
 
     def sample(n, g):
@@ -104,3 +105,48 @@ def test_block_map_against_random_transformers(norm, alpha, gain, extra):
     z = est.zscore(p / q)
     print("z-scores", z.round(2))
     assert est.agrees(p / q, z=Z)
+
+
+# ---------------------------------------------------------------- finite T
+
+
+def test_finite_T_block_map_against_random_transformers():
+    """Post-LN, spread phase (Fig. 1(d) setting, 6 layers): finite-T map vs sigprop random transformers.
+
+    At T = 32 the T -> infinity map is visibly off: uniform attention adds (q-p)/T to both q and
+    p, which is not small next to p ~ 0.1 (a finite-size effect, not an error of the theory).
+    """
+    T, d, depth = 32, 256, 6
+    cfg = sp.BlockConfig.from_beta(0.05, T=T, d=d, norm="post", alpha_sa=1.0, **sp.presets.GG_APP_C1)
+    est = sp.mc_cosine_vs_depth(cfg, depth, T=T, inits=32, rho0=0.1, generator=0)
+    rho_in = float(est.mean[0])
+    q, p = sp.theory.iterate_block_map(1.0, rho_in, depth, cfg, T=T)
+    assert est[1:].agrees(p[1:] / q[1:], z=4.0)
+    q_inf, p_inf = sp.theory.iterate_block_map(1.0, rho_in, depth, cfg, T=T, limit=True)
+    assert not est[1:].agrees(p_inf[1:] / q_inf[1:], z=4.0)
+
+
+def test_finite_T_block_map_without_layer_norm_stays_finite():
+    # no LN: q grows with depth, the score scale with it; the quadrature's cost does not grow with sigma
+    for norm in ("none", "pre", "post"):
+        q, p = sp.theory.iterate_block_map(1.0, 0.0, 12, T=64, beta=1.2, alpha_sa=1.3, norm=norm)
+        assert np.all(np.isfinite(q)) and np.all(np.isfinite(p)) and np.all(np.abs(p) <= q * (1 + 1e-12))
+
+
+def test_one_config_drives_the_map_and_the_random_block():
+    # block_map(q, p, config, T=T) is exactly the keyword map at the config's beta, finite-T or the limit
+    cfg = sp.BlockConfig.from_beta(1.7, T=64, d=128, norm="pre", alpha_sa=1.3, gain_control=True, **sp.presets.GG_APP_C1)
+    kw = dict(beta=1.7, alpha_sa=1.3, norm="pre", gain_control=True, **sp.presets.GG_APP_C1)
+    for limit in (True, False):
+        got = th.block_map(1.0, 0.2, cfg, T=64, limit=limit)
+        want = th.block_map(1.0, 0.2, T=None if limit else 64, **kw)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    # the random block without its MLP, and the map without its MLP
+    no_mlp = dataclasses.replace(cfg, mlp=False)
+    q, p = th.block_map(1.0, 0.2, no_mlp, T=64, limit=True)
+    qa, pa = th.attention_map(1.0, 0.2, beta=1.7, sigma_v2=0.2, gain_control=True)
+    np.testing.assert_allclose((q, p), (1.3**2 + qa, 1.3**2 * 0.2 + pa), rtol=1e-12)
+    with pytest.raises(ValueError, match="pass T"):
+        th.block_map(1.0, 0.2, cfg)
+    with pytest.raises(TypeError, match="not both"):
+        th.block_map(1.0, 0.2, cfg, T=64, beta=1.0)

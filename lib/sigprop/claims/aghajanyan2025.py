@@ -17,6 +17,7 @@ import sigprop as sp
 from . import Measured, claim
 
 DOC = "aghajanyan2025"
+S8 = sp.presets.AGHAJANYAN_SEC8
 _Z = 4.0
 
 
@@ -113,14 +114,14 @@ def _fifty_inits():
     groups = sp.pick(quick=4, full=20)
     corr = []
     for k in range(groups):
-        r = sp.section8_experiment([1.0], generator=list(range(50 * k, 50 * k + 50)), samples=1000)
+        r = sp.value_correlation_mc([1.0], **{**S8, "samples": 1000}, generator=list(range(50 * k, 50 * k + 50)))
         corr.append(r.correlation.mean[:, 0])
     return torch.stack(corr)  # (groups, 50)
 
 
 @functools.lru_cache(maxsize=None)
 def _sweep42():
-    return sp.section8_experiment([0.01, 1.0], generator=42)
+    return sp.value_correlation_mc([0.01, 1.0], **S8, generator=sp.presets.AGHAJANYAN_SEC8_SEED)
 
 
 @claim(id="aghajanyan2025-sec8-alpha-to-zero", document=DOC, source="Section 8, Figure 1",

@@ -40,9 +40,8 @@ Two corrections to the printed Eq. (26) (errata page of the chapter):
   moments give ``E[Y2] - 2 E[Y3] + E[Y2^2] = m (1 - m) / 3``; with ``(E Y2)^2`` instead the
   bracket vanishes identically.
 
-Finite ``T``: :func:`rem_moments` computes ``E[Y2]``, ``E[Y3]`` and ``E[Y2^2]`` of a REM
-with ``T`` i.i.d. Gaussian energies of variance ``beta^2 log T q (q - p)`` by quadrature,
-using ``1/Z^n = Gamma(n)^{-1} int_0^inf t^{n-1} e^{-tZ} dt`` (exact up to quadrature error).
+The moments ``E[Y2]``, ``E[Y3]`` and ``E[Y2^2]`` come from the REM of one attention row
+(:func:`sigprop.theory.rem_moments`: Poisson-Dirichlet as T -> infinity, the exact quadrature at finite T).
 
 Used in ``chapters/giorlandino-goldt2025/05_gradients.ipynb``.
 """
@@ -53,115 +52,16 @@ import math
 
 import numpy as np
 import torch
-from scipy.special import gammaln, ndtr
 
+from ._attention import attention_weights
 from ._estimate import Estimate
 from ._montecarlo import monte_carlo
-from ._validate import check_int, check_option, check_overlaps, check_positive, check_range, to_output
+from ._rem import rem_moments
+from ._tokens import equicorrelated_tokens
+from ._validate import check_int, check_option, check_positive, check_range, to_output
 
 __all__ = ["query_jacobian_norm", "query_grad_norm_mc"]
-__theory__ = ["rem_moments", "query_grad_norm"]
-
-
-# ---------------------------------------------------------------------------------------
-# REM moments: T -> infinity (Poisson-Dirichlet) and finite T (quadrature)
-# ---------------------------------------------------------------------------------------
-def _pd_moments(m):
-    """E[Y2], E[Y3], E[Y2^2] of Poisson-Dirichlet(m, 0) weights (condensed REM, m = beta_c/beta < 1).
-
-    From Pitman's exchangeable partition probability function:
-    E sum_i w_i^n = (1-m)_{n-1} / (n-1)!, E sum_{i!=j} w_i^a w_j^b = m (1-m)_{a-1} (1-m)_{b-1} / (a+b-1)!.
-    """
-    y2 = 1.0 - m
-    y3 = (1.0 - m) * (2.0 - m) / 2.0
-    y4 = (1.0 - m) * (2.0 - m) * (3.0 - m) / 6.0
-    y22 = m * (1.0 - m) ** 2 / 6.0
-    return y2, y3, y4 + y22
-
-
-# quadrature grids (documented constants, not fudge factors)
-_DX = 0.05          # spacing of the log-energy grid x = log(t e^E); integrands vary on scale ~1
-_X_LO, _X_HI = -35.0, 5.0   # h_n(e^x) = e^{n x - e^x} < e^{-35} outside; tail of 1 - L above X_HI added exactly
-_DY = 0.05          # spacing of the log-Laplace variable y = log t
-_SIGMA_SMALL = 1.0  # below this energy scale use Gauss-Hermite in the standard normal g instead
-
-
-#: Above this energy scale the REM is deep in its condensed phase: the finite-T moments are within
-#: ~1e-2 of the Poisson-Dirichlet limit (checked against ``ipr_finite`` at T = 16 ... 1e5), while the
-#: quadrature grid would grow like sigma (e.g. without LayerNorm, where q grows with depth).
-_SIGMA_FROZEN = 60.0
-
-
-def _rem_moments_finite_scalar(sigma: float, T: float):
-    """E[Y2], E[Y3], E[Y2^2] for T i.i.d. N(0, sigma^2) energies (quadrature)."""
-    logT = math.log(T)
-    if sigma > _SIGMA_FROZEN:
-        return _pd_moments(min(1.0, math.sqrt(2.0 * logT) / sigma))
-    # y-range: the integrand lives where y ~ -log Z, log Z in [sigma sqrt(2 log T), log T + sigma^2/2]
-    y_lo = -(sigma * (math.sqrt(2.0 * logT) + 8.0) + logT + 15.0)
-    y = np.arange(y_lo, 6.0, _DY)
-    if sigma < _SIGMA_SMALL:
-        g, w = np.polynomial.hermite_e.hermegauss(80)
-        w = w / w.sum()
-        xx = y[:, None] + sigma * g[None, :]
-        ex = np.exp(np.minimum(xx, 50.0))
-        one_minus_L = (-np.expm1(-ex)) @ w
-        H = {n: np.exp(n * xx - ex) @ w for n in (2, 3, 4)}
-    else:
-        dx = min(_DX, sigma / 20.0)   # resolve the Gaussian kernel of width sigma
-        x = np.arange(_X_LO, _X_HI + dx / 2, dx)
-        K = np.exp(-0.5 * ((x[None, :] - y[:, None]) / sigma) ** 2) * (dx / (sigma * math.sqrt(2 * math.pi)))
-        ex = np.exp(x)
-        one_minus_L = K @ (-np.expm1(-ex)) + ndtr((y - (_X_HI + dx / 2)) / sigma)
-        H = {n: K @ np.exp(n * x - ex) for n in (2, 3, 4)}
-    with np.errstate(divide="ignore"):
-        logL = np.log1p(-np.minimum(one_minus_L, 1.0))
-    P1 = np.exp((T - 1.0) * logL)
-    P2 = np.exp((T - 2.0) * logL)
-
-    def integral(f):
-        return float(np.sum(f) * _DY)
-
-    y2 = T * math.exp(-gammaln(2)) * integral(H[2] * P1)
-    y3 = T * math.exp(-gammaln(3)) * integral(H[3] * P1)
-    y4 = T * math.exp(-gammaln(4)) * integral(H[4] * P1)
-    y22 = T * (T - 1.0) * math.exp(-gammaln(4)) * integral(H[2] ** 2 * P2)
-    return y2, y3, y4 + y22
-
-
-def rem_moments(beta, q=1.0, p=0.0, *, T=None):
-    r"""``(E[Y^(2)], E[Y^(3)], E[(Y^(2))^2])`` of one attention row at initialisation.
-
-    Giorlandino & Goldt (2025), Result 1 and Eq. (26): the scores of one row are a REM
-    with ``T`` energies of s-dependent variance ``beta^2 log T q (q - p)`` (Appendix B.1,
-    Eq. 9; the ``p`` part is common to the row and cancels in the softmax).
-
-    ``T=None``: the ``T -> infinity`` limit: all zero for ``beta <= beta_c`` and the
-    Poisson-Dirichlet moments with ``m = beta_c / beta`` above (``E Y2 = 1 - m``,
-    ``E Y3 = (1-m)(2-m)/2``, ``E Y2^2 = (1-m)(3-2m)/3``).
-    ``T`` given: exact moments for ``T`` i.i.d. Gaussian energies, by quadrature
-    (agrees with :func:`sigprop.theory.ipr_finite` to 1e-5 relative in tests).
-
-    Returns a tuple of three floats (or arrays, broadcast over ``beta, q, p, T``).
-    """
-    beta_a = check_positive(beta, "beta", allow_zero=True)
-    qa, pa = check_overlaps(q, p)
-    if T is None:
-        b, qq, pp = np.broadcast_arrays(beta_a, qa, pa)
-        bc = np.sqrt(2.0 / (qq * (qq - pp)))
-        with np.errstate(divide="ignore"):
-            m = np.where(b > bc, bc / np.where(b > 0, b, 1.0), 1.0)
-        out = _pd_moments(m)
-        return tuple(to_output(o, beta, q, p) for o in out)
-    Ta = np.asarray(T, dtype=float)
-    if np.any(~np.isfinite(Ta)) or np.any(Ta < 2):
-        raise ValueError(f"T (sequence length) must be finite and >= 2; got {T!r}")
-    b, qq, pp, TT = np.broadcast_arrays(beta_a, qa, pa, Ta)
-    res = np.empty((3,) + b.shape)
-    for idx in np.ndindex(b.shape):
-        sigma = float(b[idx]) * math.sqrt(math.log(TT[idx]) * qq[idx] * (qq[idx] - pp[idx]))
-        res[(slice(None),) + idx] = _rem_moments_finite_scalar(sigma, float(TT[idx]))
-    return tuple(to_output(res[i], beta, q, p, T) for i in range(3))
+__theory__ = ["query_grad_norm"]
 
 
 class _Form(str, enum.Enum):
@@ -205,13 +105,13 @@ def query_jacobian_norm(x, w_q, w_k, w_v):
 
     Shapes: ``x (..., T, d)``, ``w_* (..., d, d)`` (rows = output features). Uses the
     identity of the module docstring, ``O(T^2 d + T^3)``; checked against the full
-    autograd Jacobian in ``tests/test_rem_gradients.py``.
+    autograd Jacobian in ``tests/test_query_gradient.py``.
     """
     d = x.shape[-1]
     qy = x @ w_q.transpose(-1, -2)                       # (..., T, d) queries
     k = x @ w_k.transpose(-1, -2)                        # keys
     v = x @ w_v.transpose(-1, -2)                        # values
-    A = torch.softmax(qy @ k.transpose(-1, -2) / math.sqrt(d), dim=-1)   # (..., T, T)
+    A = attention_weights(qy @ k.transpose(-1, -2), scale=1.0 / math.sqrt(d)).to(x.dtype)   # (..., T, T)
     s = A @ v                                            # (..., T, d)
     kg = k @ k.transpose(-1, -2)                         # (..., T, T) K_u . K_u'
     vg = v @ v.transpose(-1, -2)
@@ -222,15 +122,6 @@ def query_jacobian_norm(x, w_q, w_k, w_v):
     t4 = (s * s).sum(-1) * (ak * A).sum(-1)
     qtt = (x * x).sum(-1) / d
     return (qtt * (t1 - 2 * t2 + t4)).sum(-1)
-
-
-def _normalised_tokens(n, T, d, rho, generator, device, dtype):
-    """Equicorrelated tokens (overlap rho, common part of fixed norm) rescaled to ||X_t||^2 = d, as after LN."""
-    g = torch.randn(n, 1, d, generator=generator, device=device, dtype=dtype)
-    z = torch.randn(n, T, d, generator=generator, device=device, dtype=dtype)
-    g = g * (math.sqrt(d) / g.norm(dim=-1, keepdim=True))   # common part of norm exactly sqrt(d)
-    x = math.sqrt(rho) * g + math.sqrt(1.0 - rho) * z
-    return x * (math.sqrt(d) / x.norm(dim=-1, keepdim=True))
 
 
 def query_grad_norm_mc(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, chunk=None,
@@ -256,14 +147,14 @@ def query_grad_norm_mc(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, 
 
     def sample(m, gen):
         dev = gen.device
-        x = _normalised_tokens(m, T, d, rho, gen, dev, dtype)
+        x = equicorrelated_tokens(m, T=T, d=d, rho=rho, normalised=True, generator=gen, dtype=dtype)
         w_q = (s_qk * torch.randn(m, d, d, generator=gen, device=dev, dtype=dtype)).requires_grad_(True)
         w_k = s_qk * torch.randn(m, d, d, generator=gen, device=dev, dtype=dtype)
         w_v = s_v * torch.randn(m, d, d, generator=gen, device=dev, dtype=dtype)
         G = torch.randn(m, T, d, generator=gen, device=dev, dtype=dtype)
         with torch.enable_grad():
-            a = (x @ w_q.transpose(-1, -2)) @ (x @ w_k.transpose(-1, -2)).transpose(-1, -2) / math.sqrt(d)
-            A = torch.softmax(a.float() if dtype in (torch.float16, torch.bfloat16) else a, dim=-1).to(dtype)
+            a = (x @ w_q.transpose(-1, -2)) @ (x @ w_k.transpose(-1, -2)).transpose(-1, -2)
+            A = attention_weights(a, scale=1.0 / math.sqrt(d)).to(dtype)
             S = A @ (x @ w_v.transpose(-1, -2))
             L = (G * S).sum() / T               # sum over samples of per-sample losses
             (grad,) = torch.autograd.grad(L, w_q)

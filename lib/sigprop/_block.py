@@ -1,4 +1,4 @@
-"""Random transformers: block configuration, initialisation, batched forward pass.
+"""The random transformer block: its configuration, sampler, forward pass and Monte Carlo.
 
 One block (Giorlandino & Goldt 2025, Eq. (8); Noci et al. 2022, Eqs. (2)-(3)):
 
@@ -6,18 +6,22 @@ One block (Giorlandino & Goldt 2025, Eq. (8); Noci et al. 2022, Eqs. (2)-(3)):
 * ``pre``:   x <- alpha_sa x + branch_sa SA(LN x);      x <- alpha_mlp x + branch_mlp MLP(LN x)
 * ``none``:  x <- alpha_sa x + branch_sa SA(x);         x <- alpha_mlp x + branch_mlp MLP(x)
 
-``alpha_*`` are Giorlandino & Goldt's skip strengths, ``branch_*`` Noci et al.'s
-``alpha_1, alpha_2`` (branch weights). SA has ``heads`` heads of width ``d_k`` for
-queries/keys and ``d / heads`` for values (concatenated; no output projection), and
-``MLP(x) = W_2 phi(W_1 x + b_1) + b_2``.
+``alpha_*`` are Giorlandino & Goldt's skip strengths, ``branch_*`` Noci et al.'s ``alpha_1, alpha_2``
+(branch weights). SA has ``heads`` heads of width ``d_k`` for queries/keys and ``d / heads`` for values
+(concatenated; no output projection), and ``MLP(x) = W_2 phi(W_1 x + b_1) + b_2``.
 
-Initialisation (all Gaussian, zero mean): ``W_Q, W_K`` entries variance ``sigma_qk2``;
-``W_V`` ``sigma_v2 / d``; ``W_1`` ``sigma_w2 / d``; ``W_2`` ``sigma_w2 / d_ff``; biases
-``sigma_b2``. Helpers: :func:`gg_qk_variance` (``beta sqrt(log T) / d``, Giorlandino &
-Goldt Result 1) and :func:`xavier_variance` (Noci et al. 2022, Sec. 3).
+Initialisation (all Gaussian, zero mean): ``W_Q, W_K`` entries variance ``sigma_qk2`` (default Xavier,
+Noci et al. 2022, Sec. 3); ``W_V`` ``sigma_v2 / d``; ``W_1`` ``sigma_w2 / d``; ``W_2`` ``sigma_w2 / d_ff``;
+biases ``sigma_b2``. :meth:`BlockConfig.from_beta` sets ``sigma_qk2 = beta sqrt(log T) / d`` (Giorlandino
+& Goldt, Result 1) and :meth:`BlockConfig.beta` reads the equivalent ``beta`` back at a sequence length.
 
-Weights carry leading ``(inits, depth)`` axes so that many independent networks run
-as one batched computation; activations have shape ``(inits, samples, T, d)``.
+**One config, two descriptions.** The same :class:`BlockConfig` drives the random block
+(:func:`sample_transformer`, :func:`transformer_forward`, :func:`mc_cosine_vs_depth`) and its analytic
+map (:func:`sigprop.theory.block_map`, :func:`sigprop.theory.iterate_block_map`, ``sigprop._block_map``).
+
+Weights carry leading ``(inits, depth)`` axes so that many independent networks run as one batched
+computation; activations have shape ``(inits, samples, T, d)``. The plain block loop below is the
+reference (and the autograd path); ``sigprop._block_fast`` is the fast kernel, tested against it.
 """
 from __future__ import annotations
 
@@ -27,17 +31,21 @@ import math
 
 import torch
 
-from ._attention import LN_EPS, _mix, layer_norm
+from ._attention import _layer_norm, _mix, _work_dtype
+from ._block_fast import forward_fast
+from ._dictionary import beta_equivalent, glorot_variance, qk_variance_for_beta
+from ._estimate import Estimate, estimate
+from ._measures import mean_cosine
 from ._random import as_generator
-from ._validate import check_int, check_option, check_positive, check_seq_len, check_tensor
+from ._tokens import equicorrelated_tokens
+from ._validate import check_flag, check_int, check_option, check_real, check_tensor
 
 __all__ = [
     "BlockConfig",
     "TransformerParams",
     "sample_transformer",
     "transformer_forward",
-    "gg_qk_variance",
-    "xavier_variance",
+    "mc_cosine_vs_depth",
 ]
 
 
@@ -54,21 +62,6 @@ class Activation(str, enum.Enum):
 
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z}
-
-
-def gg_qk_variance(beta: float, T: int, d: int) -> float:
-    """Query/key weight variance ``beta * sqrt(log T) / d`` (Giorlandino & Goldt 2025, Result 1)."""
-    check_positive(beta, "beta")
-    check_seq_len(T)
-    check_int(d, "d", minimum=1)
-    return float(beta) * math.sqrt(math.log(T)) / d
-
-
-def xavier_variance(fan_in: int, fan_out: int) -> float:
-    """Glorot/Xavier normal variance ``2 / (fan_in + fan_out)`` (Noci et al. 2022, Sec. 3)."""
-    check_int(fan_in, "fan_in", minimum=1)
-    check_int(fan_out, "fan_out", minimum=1)
-    return 2.0 / (fan_in + fan_out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,22 +89,48 @@ class BlockConfig:
     ln_center: bool = False
 
     def __post_init__(self):
-        check_int(self.d, "d", minimum=1)
-        check_int(self.heads, "heads", minimum=1)
+        # validate, and store what was validated: ints as int, reals as float, flags as bool, options as str
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        put("d", check_int(self.d, "d", minimum=1))
+        put("heads", check_int(self.heads, "heads", minimum=1))
         if self.d % self.heads:
             raise ValueError(f"d must be divisible by heads; got d={self.d}, heads={self.heads}")
-        if self.d_k is not None:
-            check_int(self.d_k, "d_k", minimum=1)
-        if self.d_ff is not None:
-            check_int(self.d_ff, "d_ff", minimum=1)
-        object.__setattr__(self, "norm", check_option(self.norm, Norm, "norm").value)
-        object.__setattr__(self, "activation", check_option(self.activation, Activation, "activation").value)
+        for name in ("d_k", "d_ff"):
+            if getattr(self, name) is not None:
+                put(name, check_int(getattr(self, name), name, minimum=1))
+        put("norm", check_option(self.norm, Norm, "norm").value)
+        put("activation", check_option(self.activation, Activation, "activation").value)
         for name in ("alpha_sa", "alpha_mlp", "branch_sa", "branch_mlp", "sigma_v2", "sigma_w2", "sigma_b2"):
-            check_positive(getattr(self, name), name, allow_zero=True)
-        if self.sigma_qk2 is not None:
-            check_positive(self.sigma_qk2, "sigma_qk2", allow_zero=True)
-        if self.logit_scale is not None:
-            check_positive(self.logit_scale, "logit_scale", allow_zero=True)
+            put(name, check_real(getattr(self, name), name, minimum=0.0))
+        for name in ("sigma_qk2", "logit_scale"):
+            if getattr(self, name) is not None:
+                put(name, check_real(getattr(self, name), name, minimum=0.0))
+        for name in ("gain_control", "causal", "mlp", "ln_center"):
+            put(name, check_flag(getattr(self, name), name))
+
+    @classmethod
+    def from_beta(cls, beta: float, *, T: int, d: int, **fields) -> "BlockConfig":
+        """The block whose logits have Giorlandino & Goldt's scale ``beta`` at sequence length ``T``:
+        ``sigma_qk2 = beta sqrt(log T) / d`` for the default logit scale ``1/sqrt(d_k)`` (Result 1;
+        :func:`sigprop.theory.qk_variance_for_beta` for other ``d_k`` or scales)."""
+        probe = cls(d=d, **fields)
+        var = qk_variance_for_beta(beta, T=T, d=d, d_k=probe.head_dim, logit_scale=probe.scale)
+        return dataclasses.replace(probe, sigma_qk2=var)
+
+    def beta(self, T: int) -> float:
+        """The equivalent ``beta`` of this block's query/key initialisation at sequence length ``T``
+        (the inverse of :meth:`from_beta`; :func:`sigprop.theory.beta_equivalent`)."""
+        return float(beta_equivalent(logit_scale=self.scale, d=self.d, d_k=self.head_dim,
+                                     sigma_qk2=self.qk_variance, T=T))
+
+    def map_params(self, T: int) -> dict:
+        """Keyword arguments of :func:`sigprop.theory.block_map` describing this block at length ``T``."""
+        return dict(beta=self.beta(T), alpha_sa=self.alpha_sa, alpha_mlp=self.alpha_mlp, sigma_w2=self.sigma_w2,
+                    sigma_b2=self.sigma_b2, sigma_v2=self.sigma_v2, branch_sa=self.branch_sa,
+                    branch_mlp=self.branch_mlp, norm=self.norm, gain_control=self.gain_control,
+                    activation=self.activation, mlp=self.mlp)
 
     @property
     def head_dim(self) -> int:
@@ -129,7 +148,7 @@ class BlockConfig:
     @property
     def qk_variance(self) -> float:
         """``sigma_qk2`` or, if unset, Xavier for a (d_k, d) map."""
-        return self.sigma_qk2 if self.sigma_qk2 is not None else xavier_variance(self.d, self.head_dim)
+        return self.sigma_qk2 if self.sigma_qk2 is not None else glorot_variance(self.d, self.head_dim)
 
     @property
     def scale(self) -> float:
@@ -164,10 +183,8 @@ def sample_transformer(config: BlockConfig, depth: int, *, inits: int = 1, gener
         raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
     depth = check_int(depth, "depth", minimum=1)
     inits = check_int(inits, "inits", minimum=1)
-    if isinstance(generator, torch.Generator):
-        device = generator.device
-    device = torch.device("cpu") if device is None else torch.device(device)
     g = as_generator(generator, device)
+    device = g.device
     c = config
     n, L, H, dk, dv, d, f = inits, depth, c.heads, c.head_dim, c.value_dim, c.d, c.hidden
 
@@ -190,7 +207,9 @@ def _attention_layer(x, p: TransformerParams, l: int, c: BlockConfig, weights: l
     q = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_q[:, l])
     k = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_k[:, l])
     v = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_v[:, l])
-    out, A = _mix(c.scale * (q @ k.transpose(-1, -2)), v, causal=c.causal, gain_control=c.gain_control)
+    work = _work_dtype(q.dtype)
+    out, A = _mix(q.to(work) @ k.to(work).transpose(-1, -2), v, scale=c.scale, causal=c.causal,
+                  gain_control=c.gain_control)
     if weights is not None:
         weights.append(A)
     n, b, H, T, dv = out.shape
@@ -205,9 +224,9 @@ def _mlp_layer(x, p: TransformerParams, l: int, c: BlockConfig):
 
 def _residual(x, branch, skip, weight, norm, center):
     if norm == "post":
-        return layer_norm(skip * x + weight * branch(x), center=center)
+        return _layer_norm(skip * x + weight * branch(x), center)
     if norm == "pre":
-        return skip * x + weight * branch(layer_norm(x, center=center))
+        return skip * x + weight * branch(_layer_norm(x, center))
     return skip * x + weight * branch(x)
 
 
@@ -228,90 +247,6 @@ def _forward_reference(x, params, config, keep):
         x = _block(x, params, config, l)
         outs.append(keep(x))
     return torch.stack(outs)
-
-
-# ---------------------------------------------------------------- fast path (no autograd)
-# The same computation as :func:`_forward_reference`, reorganised for speed (issue 9): sequences
-# flattened into one batched matmul per initialisation, Q/K/V from one fused matmul, biases fused
-# into the matmul (skipped when exactly zero), in-place elementwise work on fresh intermediates,
-# a one-pass RMS norm, and each block's output written straight into the result. Results agree
-# with the reference to float rounding (tests/test_properties.py checks this).
-
-def _ln_inplace(x, center):
-    """:func:`layer_norm` on a fresh tensor, in place: ``x / max(|x|/sqrt(d), sqrt(LN_EPS))``."""
-    if center:
-        x.sub_(x.mean(-1, keepdim=True))
-    rms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    if not bool(torch.isfinite(rms).all()):
-        # |x|^2 overflowed (entries beyond ~1e19 in float32): norm of x / max|x|, times max|x|
-        top = x.abs().amax(-1, keepdim=True)
-        rms = torch.where(torch.isfinite(rms), rms,
-                          top * torch.linalg.vector_norm(x / top.clamp_min(torch.finfo(x.dtype).tiny), dim=-1,
-                                                         keepdim=True))
-    rms.mul_(1.0 / math.sqrt(x.shape[-1])).clamp_min_(math.sqrt(LN_EPS))
-    return x.div_(rms)
-
-
-def _combine_(branch, x, skip, weight):
-    """``skip * x + weight * branch``, in place on the fresh ``branch``."""
-    if weight != 1.0:
-        branch.mul_(weight)
-    if skip != 0.0:
-        branch.add_(x, alpha=skip)
-    return branch
-
-
-def _linear(x2, w, b):
-    """``x2 (n, m, d) @ w^T (n, d, k) + b (n, k)``; the bias is fused, and skipped when all zero."""
-    if bool(b.any()):
-        return torch.baddbmm(b.unsqueeze(1), x2, w.transpose(1, 2))
-    return torch.bmm(x2, w.transpose(1, 2))
-
-
-def _forward_fast(x, params, config, keep, measured):
-    c = config
-    n, b, T, d = x.shape
-    H, dk, dv = c.heads, c.head_dim, c.value_dim
-    act = {"relu": torch.relu_, "tanh": torch.tanh_, "linear": lambda z: z}[c.activation]
-    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1) if c.causal else None
-    if measured:
-        outs = [keep(x)]
-    else:
-        result = torch.empty((params.depth + 1, n, b, T, d), dtype=x.dtype, device=x.device)
-        result[0] = x
-    for l in range(params.depth):
-        # ---- attention
-        xin = _ln_inplace(x.clone(), c.ln_center) if c.norm == "pre" else x
-        w = torch.cat([params.w_q[:, l].reshape(n, H * dk, d), params.w_k[:, l].reshape(n, H * dk, d),
-                       params.w_v[:, l].reshape(n, H * dv, d)], 1)
-        qkv = torch.bmm(xin.reshape(n, b * T, d), w.transpose(1, 2)).view(n, b, T, -1)
-        q, k, v = qkv.split([H * dk, H * dk, H * dv], -1)
-        q = q.unflatten(-1, (H, dk)).transpose(2, 3)  # (n, b, H, T, dk)
-        k = k.unflatten(-1, (H, dk)).transpose(2, 3)
-        v = v.unflatten(-1, (H, dv)).transpose(2, 3)
-        logits = torch.matmul(q, k.transpose(-1, -2)).mul_(c.scale)
-        if mask is not None:
-            logits.masked_fill_(mask, float("-inf"))
-        work = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-        A = torch.softmax(work, dim=-1).to(v.dtype)
-        if c.gain_control:
-            v = v - v.mean(-2, keepdim=True)
-        o = torch.matmul(A, v).transpose(2, 3).reshape(n, b, T, H * dv)
-        o = _combine_(o, x, c.alpha_sa, c.branch_sa)
-        x = _ln_inplace(o, c.ln_center) if c.norm == "post" else o
-        # ---- MLP
-        if c.mlp:
-            xin = _ln_inplace(x.clone(), c.ln_center) if c.norm == "pre" else x
-            h = act(_linear(xin.reshape(n, b * T, d), params.w1[:, l], params.b1[:, l]))
-            o = _linear(h, params.w2[:, l], params.b2[:, l]).view(n, b, T, d)
-            o = _combine_(o, x, c.alpha_mlp, c.branch_mlp)
-            x = _ln_inplace(o, c.ln_center) if c.norm == "post" else o
-        if measured:
-            outs.append(keep(x))
-        else:
-            result[l + 1] = x
-            x = result[l + 1]
-    return torch.stack(outs) if measured else result
 
 
 def _needs_autograd(x, params):
@@ -338,17 +273,55 @@ def transformer_forward(x: torch.Tensor, params: TransformerParams, config: Bloc
     n, d = params.inits, config.d
     if x.shape[-1] != d:
         raise ValueError(f"x must have last dimension d={d}; got shape {tuple(x.shape)}")
-    if params.w_q.shape[-1] != d or params.w_q.shape[2] != config.heads:
-        raise ValueError(f"params do not match config (d={d}, heads={config.heads}): w_q has shape "
-                         f"{tuple(params.w_q.shape)}, expected (inits, depth, {config.heads}, {config.head_dim}, {d})")
+    c = config
+    expected = {"w_q": (c.heads, c.head_dim, d), "w_k": (c.heads, c.head_dim, d), "w_v": (c.heads, c.value_dim, d),
+                "w1": (c.hidden, d), "b1": (c.hidden,), "w2": (d, c.hidden), "b2": (d,)}
+    for name, shape in expected.items():
+        got = tuple(getattr(params, name).shape[2:])
+        if got != shape:
+            raise ValueError(f"params do not match config: {name} has shape (inits, depth, *{got}), expected "
+                             f"(inits, depth, *{shape}) for {c.heads} head(s), d_k={c.head_dim}, d_ff={c.hidden}")
     if x.ndim == 3:
         x = x.unsqueeze(0).expand(n, *x.shape)
     if x.ndim != 4 or x.shape[0] != n:
         raise ValueError(f"x must have shape (inits={n}, samples, T, d) or (samples, T, d); got {tuple(x.shape)}")
+    if x.shape[1] < 1 or x.shape[2] < 1:
+        raise ValueError(f"x needs at least one sample and one token; got shape {tuple(x.shape)}")
     if x.device != params.w_q.device or x.dtype != params.w_q.dtype:
         raise ValueError(f"x ({x.device}, {x.dtype}) and params ({params.w_q.device}, {params.w_q.dtype}) "
                          "must share device and dtype")
     keep = (lambda y: y) if measure is None else measure
     if _needs_autograd(x, params):
         return _forward_reference(x, params, config, keep)
-    return _forward_fast(x.contiguous(), params, config, keep, measure is not None)
+    return forward_fast(x.contiguous(), params, config, keep, measure is not None)
+
+
+def mc_cosine_vs_depth(config: BlockConfig, depth: int, *, T: int, inits: int = 16, seqs: int = 1,
+                       rho0: float = 0.0, generator=None, device=None, dtype=torch.float32,
+                       chunk: int | None = None) -> Estimate:
+    """Mean token cosine after each block of random transformers: the Monte Carlo twin of
+    :func:`sigprop.theory.iterate_block_map` (Giorlandino & Goldt 2025, Figs. 1(d), 1(e), 2, 6).
+
+    ``inits`` independent networks of ``depth`` blocks (``config``), each fed ``seqs`` sequences of ``T``
+    equicorrelated tokens of cosine ``rho0`` (:func:`sigprop.equicorrelated_tokens`). Returns an
+    :class:`~sigprop.Estimate` of shape ``(depth + 1,)`` (row 0: the input) over the ``inits`` networks,
+    each averaged over its sequences; ``.samples`` holds the per-network curves ``(inits, depth + 1)``
+    for curve-level tests (layers of one network are correlated). Networks run in batches of ``chunk``
+    (default: all at once); each batch draws its weights, then its tokens, from ``generator``.
+    """
+    if not isinstance(config, BlockConfig):
+        raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
+    depth = check_int(depth, "depth", minimum=1)
+    T = check_int(T, "T", minimum=2)
+    inits = check_int(inits, "inits", minimum=2)
+    seqs = check_int(seqs, "seqs", minimum=1)
+    chunk = inits if chunk is None else check_int(chunk, "chunk", minimum=1)
+    g = as_generator(generator, device)
+    curves = []
+    for start in range(0, inits, chunk):
+        m = min(chunk, inits - start)
+        params = sample_transformer(config, depth, inits=m, generator=g, device=g.device, dtype=dtype)
+        x = equicorrelated_tokens(m, seqs, T=T, d=config.d, rho=rho0, generator=g, dtype=dtype)
+        rho = transformer_forward(x, params, config, measure=mean_cosine)  # (depth + 1, m, seqs)
+        curves.append(rho.double().mean(-1).T.cpu())  # (m, depth + 1)
+    return estimate(torch.cat(curves))

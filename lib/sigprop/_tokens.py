@@ -1,6 +1,7 @@
-"""Input sequences used by the four documents, and a synthetic language.
+"""Random token sequences: the inputs of every random transformer in the book.
 
-All samplers return tensors of shape ``(*batch, T, d)`` and take ``*, generator``.
+All samplers return tensors of shape ``(*batch, T, d)`` and take ``*, generator`` (an int seed, a
+``torch.Generator`` or None) and ``device`` (default: the generator's device, else the CPU).
 
 * :func:`gaussian_tokens` -- i.i.d. N(0, q) entries: token norms ``|x|^2/d -> q``, overlaps
   ``x_t.x_s/d -> 0`` (Giorlandino & Goldt 2025, Sec. 2.1; Noci et al. 2022, Sec. 3).
@@ -16,18 +17,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from ._random import as_generator, draw_seed
-from ._validate import check_int, check_positive, check_range
+from ._random import as_generator
+from ._validate import check_flag, check_int, check_positive, check_real
 
 __all__ = [
     "gaussian_tokens",
     "equicorrelated_tokens",
     "orthogonal_tokens",
     "random_walk_tokens",
-    "MarkovSource",
+    "exact_equicorrelated_tokens",
 ]
 
 
@@ -38,10 +38,8 @@ def _shape(batch, T, d):
 
 
 def _gen(generator, device):
-    device = torch.device("cpu") if device is None else torch.device(device)
-    if isinstance(generator, torch.Generator):
-        device = generator.device
-    return as_generator(generator, device), device
+    g = as_generator(generator, device)
+    return g, g.device
 
 
 def gaussian_tokens(*batch: int, T: int, d: int, q: float = 1.0, generator=None, device=None,
@@ -53,19 +51,46 @@ def gaussian_tokens(*batch: int, T: int, d: int, q: float = 1.0, generator=None,
     return math.sqrt(q) * torch.randn(*batch, T, d, generator=g, device=device, dtype=dtype)
 
 
-def equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, q: float = 1.0, generator=None,
-                          device=None, dtype=torch.float32) -> torch.Tensor:
+def equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, q: float = 1.0, normalised: bool = False,
+                          generator=None, device=None, dtype=torch.float32) -> torch.Tensor:
     """Tokens sharing a common Gaussian component: E[x_t.x_s/d] = q (t = s), rho q (t != s).
 
     ``x_t = sqrt(q) (sqrt(rho) g + sqrt(1 - rho) z_t)`` with ``g, z_t ~ N(0, I_d)``; ``rho`` in [0, 1].
+    ``normalised=True``: the common part is rescaled to norm ``sqrt(d)`` and every token to norm
+    ``sqrt(q d)`` (tokens as they leave a LayerNorm), so ``q_tt = q`` exactly and the mean cosine is
+    ``rho`` up to ``O(d^{-1/2})`` fluctuations.
     """
     batch, T, d = _shape(batch, T, d)
-    check_range(rho, "rho", 0.0, 1.0)
-    check_positive(q, "q")
+    rho = check_real(rho, "rho", minimum=0.0, maximum=1.0)
+    q = check_real(q, "q", minimum=0.0, strict=True)
+    normalised = check_flag(normalised, "normalised")
     g, device = _gen(generator, device)
     common = torch.randn(*batch, 1, d, generator=g, device=device, dtype=dtype)
     own = torch.randn(*batch, T, d, generator=g, device=device, dtype=dtype)
-    return math.sqrt(q) * (math.sqrt(rho) * common + math.sqrt(1.0 - rho) * own)
+    if normalised:
+        common = common * (math.sqrt(d) / common.norm(dim=-1, keepdim=True))
+    x = math.sqrt(q) * (math.sqrt(rho) * common + math.sqrt(1.0 - rho) * own)
+    return x * (math.sqrt(q * d) / x.norm(dim=-1, keepdim=True)) if normalised else x
+
+
+def exact_equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, generator=None, device=None,
+                                dtype=torch.float32) -> torch.Tensor:
+    """Tokens with Gram matrix exactly ``d (rho + (1 - rho) delta_ts)`` (needs ``T + 1 <= d``).
+
+    ``X_s = sqrt(d) (sqrt(rho) e_0 + sqrt(1 - rho) e_s)`` for a random orthonormal frame ``e_0..e_T``
+    (Gram-Schmidt of Gaussian vectors, via Cholesky): Giorlandino & Goldt 2025, Eq. (21)'s
+    ``q_ss' = p + (q - p) delta`` without the ``O(d^{-1/2})`` fluctuations of random tokens.
+    """
+    batch, T, d = _shape(batch, T, d)
+    if T + 1 > d:
+        raise ValueError(f"exact equicorrelated tokens need T + 1 <= d; got T={T}, d={d}")
+    rho = check_real(rho, "rho", minimum=0.0, maximum=1.0)
+    g, device = _gen(generator, device)
+    G = torch.randn(*batch, T + 1, d, generator=g, device=device, dtype=torch.float64)
+    L = torch.linalg.cholesky(G @ G.transpose(-1, -2))  # G G^T = L L^T
+    E = torch.linalg.solve_triangular(L, G, upper=False)  # (..., T+1, d), E E^T = I
+    x = math.sqrt(d) * (math.sqrt(rho) * E[..., :1, :] + math.sqrt(1.0 - rho) * E[..., 1:, :])
+    return x.to(dtype)
 
 
 def orthogonal_tokens(*batch: int, T: int, d: int, generator=None, device=None,
@@ -102,60 +127,3 @@ def random_walk_tokens(*batch: int, T: int, d: int, sigma: torch.Tensor | None =
         root = evecs * evals.clamp_min(0).sqrt()  # Sigma = root root^T
         steps = steps @ root.T
     return steps.cumsum(-2).to(dtype)
-
-
-class MarkovSource:
-    """A random first-order Markov chain over ``vocab`` symbols with a known entropy rate.
-
-    ``MarkovSource(vocab, *, concentration=0.3, generator=None)``. Rows of the transition
-    matrix are Dirichlet(``concentration``) draws: small concentration gives a predictable
-    language (low entropy), large gives a near-uniform one. ``entropy_rate`` (nats per token)
-    is the best achievable cross-entropy of any model, so ``exp(entropy_rate)`` is the best
-    achievable perplexity.
-    """
-
-    def __init__(self, vocab: int, *, concentration: float = 0.3, generator=None):
-        vocab = check_int(vocab, "vocab", minimum=2)
-        check_positive(concentration, "concentration")
-        rng = np.random.default_rng(draw_seed(as_generator(generator)))
-        P = rng.dirichlet(np.full(vocab, float(concentration)), size=vocab)
-        P = np.clip(P, 1e-12, None)
-        P /= P.sum(1, keepdims=True)
-        evals, evecs = np.linalg.eig(P.T)
-        pi = np.real(evecs[:, np.argmin(np.abs(evals - 1.0))])
-        pi = np.abs(pi) / np.abs(pi).sum()
-        self._P = torch.as_tensor(P)
-        self._pi = torch.as_tensor(pi)
-
-    @property
-    def transition(self) -> torch.Tensor:
-        """(vocab, vocab) float64 transition matrix (a copy)."""
-        return self._P.clone()
-
-    @property
-    def stationary(self) -> torch.Tensor:
-        """(vocab,) float64 stationary distribution (a copy)."""
-        return self._pi.clone()
-
-    @property
-    def vocab(self) -> int:
-        return int(self._P.shape[0])
-
-    @property
-    def entropy_rate(self) -> float:
-        """H = -sum_i pi_i sum_j P_ij log P_ij (nats per token)."""
-        P = self._P
-        return float(-(self._pi * (P * P.log()).sum(1)).sum())
-
-    def sample(self, n: int, T: int, *, generator=None) -> torch.Tensor:
-        """``(n, T)`` int64 sequences started from the stationary distribution."""
-        n = check_int(n, "n", minimum=1)
-        T = check_int(T, "T", minimum=1)
-        g = as_generator(generator)
-        out = torch.empty(n, T, dtype=torch.long)
-        out[:, 0] = torch.multinomial(self._pi.float(), n, replacement=True, generator=g)
-        P = self._P.float()
-        for t in range(1, T):  # loop over positions, batched over sequences
-            out[:, t] = torch.multinomial(P[out[:, t - 1]], 1, generator=g).squeeze(1)
-        return out
-

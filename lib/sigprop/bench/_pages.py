@@ -1,0 +1,82 @@
+"""Book-page benchmark: execute every page with nbclient, time it, and check what it writes."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+from ._speed import _repo_root, _row
+
+# ----------------------------------------------------------------------------- 5. book pages
+
+def _notebooks(root):
+    found = []
+    for top in ("chapters", "book"):
+        for dirpath, dirnames, files in os.walk(os.path.join(root, top)):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+            found += [os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".ipynb")]
+    return found
+
+
+def _snapshot(root):
+    snap = {}
+    for dirpath, dirnames, files in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".venv", "_build", "__pycache__", ".ipynb_checkpoints",
+                                                        ".hypothesis", ".pytest_cache")]
+        for f in files:
+            p = os.path.join(dirpath, f)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            snap[p] = (st.st_mtime_ns, st.st_size)
+    return snap
+
+
+def bench_pages(notebooks=None, *, twice: bool = False, timeout: int = 900,
+                progress: Callable[[str], None] | None = None):
+    """Execute book pages with nbclient (quick profile, CPU); one row per page plus the total.
+
+    Each row records the wall time, whether the page ran without error (its hidden ``assert``
+    cells included) and any file it created or changed outside ``_build`` and the system temp
+    folder. ``twice=True`` runs the pages in reverse order, then in order again.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    root = _repo_root()
+    paths = list(notebooks) if notebooks is not None else _notebooks(root)
+    order = (paths[::-1] + paths) if twice else paths
+    env_backup = dict(os.environ)
+    os.environ.setdefault("SIGPROP_PROFILE", "quick")
+    os.environ.setdefault("SIGPROP_DEVICE", "cpu")
+    rows, total = [], 0.0
+    try:
+        for k, path in enumerate(order):
+            before = _snapshot(root)
+            nb = nbformat.read(path, as_version=4)
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                    resources={"metadata": {"path": os.path.dirname(path)}})
+            t = time.perf_counter()
+            error = None
+            try:
+                client.execute()
+            except Exception as exc:  # noqa: BLE001 -- reported, not raised
+                error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+            dt = time.perf_counter() - t
+            total += dt
+            after = _snapshot(root)
+            written = sorted(os.path.relpath(p, root) for p in after if before.get(p) != after[p])
+            run = 2 if twice and k >= len(paths) else 1
+            rows.append(_row("pages", os.path.relpath(path, root) + (f" (run {run})" if twice else ""), "seconds", dt,
+                             goal="< 120", meets=dt < 120 and error is None, error=error, wrote_outside_build=written))
+            if progress:
+                progress(f"{rows[-1]['setting']}: {dt:.1f} s{'' if error is None else ', ' + error}"
+                         f"{'' if not written else ', wrote ' + ', '.join(written[:3])}")
+    finally:
+        os.environ.clear()
+        os.environ.update(env_backup)
+    rows.append(_row("pages", "total", "seconds", total))
+    return rows
+
+

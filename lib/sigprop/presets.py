@@ -1,0 +1,45 @@
+"""Published settings, typed once: ``sp.presets.<NAME>``.
+
+Each preset is the setting a document states (with its source), as a plain dict of keyword arguments
+for the function named in its comment, so that ``sp.BlockConfig(d=128, **sp.presets.GG_APP_C1)`` or
+``sp.theory.iterate_block_map(1.0, 0.1, 60, beta=0.1, **sp.presets.GG_APP_C1)`` reads as the paper
+does. Vary one entry with ``{**PRESET, "sigma_v2": 2.0}``. Where the book departs from a document's
+setting (a miniature, a value the document does not state), the page says so next to the figure.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+
+__all__ = [
+    "GG_APP_C1",
+    "GG_TANH_D2",
+    "AGHAJANYAN_SEC8",
+    "AGHAJANYAN_SEC8_SEED",
+    "BAO_FIG5",
+    "NOCI_APP_C1",
+]
+
+#: Giorlandino & Goldt 2025, App. C.1 (Figs. 1(c)-(e), 2, 4): block variances of every deep-transformer
+#: figure; ``sigma_v^2 = sigma_w^2``. For :class:`sigprop.BlockConfig` and :func:`sigprop.theory.block_map`.
+GG_APP_C1 = MappingProxyType(dict(sigma_w2=0.2, sigma_b2=0.0004, sigma_v2=0.2, alpha_mlp=1.0))
+
+#: Giorlandino & Goldt 2025, App. D.2 (Fig. 6): the tanh MLP with a fixed point; ``sigma_w`` is 1.0 or 2.5
+#: (``sigma_w2 = 1`` or ``6.25``), ``alpha_SA = 6``; ``sigma_v^2 = 1`` is not stated in the paper (our choice).
+GG_TANH_D2 = MappingProxyType(dict(sigma_b2=0.1, sigma_v2=1.0, alpha_mlp=1.0, alpha_sa=6.0, activation="tanh"))
+
+#: Aghajanyan 2025, Section 8: one single-head layer, N = 8 tokens, d = 32, d_k = d_v = 16, 2000 input samples
+#: per initialisation. For :func:`sigprop.value_correlation_mc`.
+AGHAJANYAN_SEC8 = MappingProxyType(dict(n_tokens=8, d=32, d_k=16, d_v=16, samples=2000))
+#: The post's seed for its single-initialisation numbers (Section 8); "seeds 0 through 49" for the spread.
+AGHAJANYAN_SEC8_SEED = 42
+
+#: Bao, Hataya & Karakida 2024, Fig. 5: W_QK = B diag(w) B^T with w ~ N(mean, scale^2), d = 128, T = 40,
+#: lambda = sqrt(d), 300 random walks x 10 draws of W_QK per cell; anisotropic Sigma = R^T R / d with
+#: R_ab ~ Unif(-2.5, 2.5).
+BAO_FIG5 = MappingProxyType(dict(d=128, T=40, means=(0.0, 0.05, 0.2, 0.5), scales=(0.01, 0.1, 0.5), walks=300,
+                                 draws=10, anisotropic_range=(-2.5, 2.5)))
+
+#: Noci et al. 2022, App. C.1 (Fig. 5): the sequence-reversal toy task: 20 digits 0-9, a 5-block post-LN
+#: encoder of width 16, one head, ReLU feed-forward of width 16, Adam(0.9, 0.999) at learning rate 0.01,
+#: batches of 64 fresh sequences. For :class:`sigprop.LMConfig` and the chapter's training page.
+NOCI_APP_C1 = MappingProxyType(dict(T=20, vocab=10, d=16, depth=5, heads=1, d_ff=16, lr=0.01, batch=64))

@@ -1,0 +1,102 @@
+"""Tests for sigprop._lm: the small trainable language model and its training loop."""
+import math
+
+import pytest
+import torch
+
+import sigprop as sp
+
+
+def _config(**kw):
+    return sp.LMConfig(**{**dict(vocab=7, T=6, d=8, depth=2, heads=2), **kw})
+
+
+def test_shapes_records_and_determinism():
+    x = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(0))
+    a, b = sp.TinyLM(_config(), generator=1), sp.TinyLM(_config(), generator=1)
+    logits, rec = a(x, record=True)
+    assert logits.shape == (3, 6, 7) and len(rec) == 2
+    assert rec[0]["attention"].shape == (3, 2, 6, 6) and rec[0]["values"].shape == (3, 2, 6, 4)
+    assert torch.allclose(rec[0]["attention"].sum(-1), torch.ones(3, 2, 6))
+    assert torch.equal(logits, b(x))                           # same generator, same network
+    assert not torch.equal(logits, sp.TinyLM(_config(), generator=2)(x))
+
+
+def test_initialisation_variances():
+    # every weight N(0, gain^2 / fan_in): the empirical variance of a large layer matches
+    m = sp.TinyLM(sp.LMConfig(vocab=5, T=4, d=256, d_ff=512, gain=0.5), generator=0)
+    assert float(m.w1.detach().var()) == pytest.approx(0.25 / 256, rel=0.02)     # 131k entries: rel. SE 0.4 %
+    assert float(m.w2.detach().var()) == pytest.approx(0.25 / 512, rel=0.02)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre", "none"])
+def test_causal_mask_hides_the_future(norm):
+    m = sp.TinyLM(_config(causal=True, norm=norm, out_proj=True, ln_affine=True, final_norm=True), generator=0)
+    x = torch.randint(0, 7, (2, 6), generator=torch.Generator().manual_seed(3))
+    y = x.clone()
+    y[:, 4:] = (y[:, 4:] + 1) % 7                               # change the last two tokens only
+    assert torch.allclose(m(x)[:, :4], m(y)[:, :4], atol=1e-6)
+    assert not torch.allclose(m(x)[:, 4:], m(y)[:, 4:])
+
+
+@torch.no_grad()
+def test_post_ln_block_matches_the_formula():
+    # one post-LN block, branch weight alpha: x <- LN(x + alpha SA(x)); x <- LN(x + alpha MLP(x))
+    c = _config(depth=1, heads=1, branch=0.7, positions="sinusoidal", ln_center=True)
+    m = sp.TinyLM(c, generator=0)
+    tok = torch.randint(0, 7, (2, 6), generator=torch.Generator().manual_seed(1))
+    x = m.emb[tok] + m.pos
+    ln = lambda z: torch.nn.functional.layer_norm(z, z.shape[-1:], eps=0.0)
+    out, A = sp.self_attention(x, m.w_q[0], m.w_k[0], m.w_v[0])
+    x = ln(x + 0.7 * out)                                       # one head: (2, 6, 8)
+    x = ln(x + 0.7 * (torch.relu(x @ m.w1[0].T + m.b1[0]) @ m.w2[0].T + m.b2[0]))
+    assert torch.allclose(m(tok), x @ m.head.T + m.head_b, atol=1e-5)
+
+
+def test_fit_learns_and_restores_threads():
+    torch.set_num_threads(2)
+    m = sp.TinyLM(_config(vocab=4, T=5, d=16, depth=1), generator=0)
+    g = torch.Generator().manual_seed(0)
+
+    def batch(step):                                            # copy task: predict the input token
+        x = torch.randint(0, 4, (32, 5), generator=g)
+        return x, x
+
+    opt = torch.optim.Adam(m.parameters(), lr=0.02)
+    log = sp.fit(m, batch, steps=60, optimizer=opt, every=20, evaluate=lambda s, mod: {})
+    assert [r["step"] for r in log] == [0, 20, 40, 60] and math.isnan(log[0]["loss"])
+    assert log[-1]["loss"] < 0.2 < math.log(4)                 # chance is log 4 = 1.39 nats
+    assert torch.get_num_threads() == 2
+
+
+def test_fit_penalty_and_divergence():
+    m = sp.TinyLM(_config(), generator=0)
+    x = torch.randint(0, 7, (4, 6), generator=torch.Generator().manual_seed(0))
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)
+    log = sp.fit(m, lambda s: (x, x), steps=1, optimizer=opt, evaluate=lambda s, mod: {},
+                 penalty=lambda mod: torch.tensor(100.0))
+    with torch.no_grad():
+        base = float(torch.nn.functional.cross_entropy(m(x).reshape(-1, 7), x.reshape(-1)))
+    assert log[-1]["loss"] == pytest.approx(base + 100.0, rel=1e-5)
+    with pytest.raises(FloatingPointError, match="diverged"):
+        sp.fit(m, lambda s: (x, x), steps=2, optimizer=opt, penalty=lambda mod: torch.tensor(float("inf")))
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="divisible"):
+        sp.LMConfig(vocab=4, T=4, d=6, heads=4)
+    with pytest.raises(ValueError, match="norm must be one of"):
+        sp.LMConfig(vocab=4, T=4, d=8, norm="middle")
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        sp.LMConfig(vocab=4, T=4, d=8, causal="no")
+    with pytest.raises(ValueError, match="T' <= T"):
+        sp.TinyLM(_config(), generator=0)(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_threads_for_small_work_only():
+    torch.set_num_threads(2)
+    with sp.threads_for(1000):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
+    with sp.threads_for(1e12):
+        assert torch.get_num_threads() == 2
