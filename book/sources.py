@@ -47,8 +47,9 @@ def notebooks():
 
 
 def _lines(text: str) -> list[str]:
+    """A cell's text as the ``source`` list Jupyter writes: lines keep their newline, no empty last entry."""
     parts = text.split("\n")
-    return [p + "\n" for p in parts[:-1]] + [parts[-1]]
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def expected_files(src: dict) -> dict[pathlib.Path, str]:
@@ -68,9 +69,14 @@ def expected_files(src: dict) -> dict[pathlib.Path, str]:
     out[ROOT / "_config.yml"] = cfg
     req = ROOT / "book" / "assignments" / "requirements.txt"
     out[req] = re.sub(r"(?m)^sigprop @ .*$", f"sigprop @ git+{src['repository']}@{src['ref']}", req.read_text())
+    pinned = f"sigprop @ git+{src['repository']}@{src['ref']}"
     for path in sorted((ROOT / "book" / "assignments").glob("*.ipynb")):
-        text = path.read_text()
-        out[path] = re.sub(r'sigprop @ git\+[^" ]*', f"sigprop @ git+{src['repository']}@{src['ref']}", text)
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            cell["source"] = _lines(re.sub(r"sigprop @ git\+[^\"\s]*", pinned, "".join(cell["source"])))
+        out[path] = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    page = ROOT / "book" / "instructors.md"
+    out[page] = re.sub(r"sigprop @ git\+[^\"\s]*", pinned, page.read_text())
     return out
 
 
