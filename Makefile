@@ -43,7 +43,7 @@ test-notebooks: venv
 claims: venv
 	$(PY) -m sigprop.claims
 
-# Re-run the ledger and rewrite its committed record (lib/sigprop/claims/record.json), which the book quotes
+# Re-run the ledger and rewrite its committed record (lib/sigprop/claims/records/*.json), which the book quotes
 ledger: venv
 	$(PY) -m sigprop.claims --record
 

@@ -1,7 +1,7 @@
 """The book quotes the claims ledger through the ``{ledger}`` role, never by hand.
 
 Every ``{ledger}`id[:field]``` reference in the book (markdown pages and notebook markdown cells)
-resolves in the committed record (``sigprop/claims/record.json``, checked against a fresh run by
+resolves in the committed record (``sigprop/claims/records/<document>.json``, checked against a fresh run by
 ``tests/test_claims.py``), and the errata pages hold no hand-typed "value ± SE" pair: such a pair would be a
 copy of a ledger number that can drift from it.
 """

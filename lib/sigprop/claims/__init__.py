@@ -21,7 +21,7 @@ the project measured it against the document's own (``scale``) -- never typed in
 Each registration also states the status it is ``expected`` to have; ``tests/test_claims.py`` runs the
 whole ledger and fails when a status changes. One module per document, ``claims/<document>.py``,
 registers that document's claims; :func:`load` imports the four. The committed record of a run,
-``book/records/ledger.json`` (``make ledger``), is what the book's prose quotes (the ``{ledger}`` role),
+``sigprop/claims/records/<document>.json`` (``make ledger``), is what the book's prose quotes (the ``{ledger}`` role),
 and the tests check it against a fresh run.
 
 Run ``python -m sigprop.claims [--document NAME] [--json FILE]``.
@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 __all__ = ["claim", "Measured", "ClaimResult", "Status", "Nature", "DOCUMENTS", "registry", "load", "run", "run_one",
-           "load_record", "RECORD"]
+           "load_record", "record_path", "quote"]
 
 DOCUMENTS = ("noci2022", "bao2024", "giorlandino-goldt2025", "aghajanyan2025")
 
@@ -209,19 +209,31 @@ def run(document: str | None = None, *, progress: bool = False) -> list[ClaimRes
     return [run_one(c) for c in claims]
 
 
-#: The committed record of a full ledger run (package data; ``make ledger`` rewrites it). The book's prose
-#: quotes it through the ``{ledger}`` role, chapter pages show it, and ``tests/test_claims.py`` checks a fresh
-#: run against it.
-RECORD = "record.json"
+#: The committed record of a ledger run, one file per document (package data, ``records/<document>.json``;
+#: ``make ledger`` rewrites them). The book's prose quotes it through the ``{ledger}`` role, chapter pages
+#: show it, and ``tests/test_claims.py`` checks a fresh run against it.
+RECORDS = "records"
 
 
-def load_record() -> dict[str, ClaimResult]:
-    """The committed ledger record: ``{claim id: ClaimResult}`` in registration order."""
-    from importlib import resources
+def record_path(document: str):
+    """The committed record file of ``document`` (a ``pathlib.Path`` inside the installed package)."""
+    import pathlib
+
+    if document not in DOCUMENTS:
+        raise ValueError(f"document must be one of {DOCUMENTS}; got {document!r}")
+    return pathlib.Path(__file__).parent / RECORDS / f"{document}.json"
+
+
+def load_record(document: str | None = None) -> dict[str, ClaimResult]:
+    """The committed ledger record (of one document, or all): ``{claim id: ClaimResult}`` in registration order."""
     import json
 
-    rows = json.loads(resources.files(__name__).joinpath(RECORD).read_text())
-    return {r["id"]: ClaimResult(**r) for r in rows}
+    out = {}
+    for doc in DOCUMENTS if document is None else (document,):
+        path = record_path(doc)
+        if path.exists():
+            out.update({r["id"]: ClaimResult(**r) for r in json.loads(path.read_text())})
+    return out
 
 
 #: Fields of a record row that :func:`quote` renders.

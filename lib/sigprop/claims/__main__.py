@@ -1,7 +1,7 @@
 """``python -m sigprop.claims [--document NAME] [--json FILE] [--record]``: run the ledger, print a table.
 
-``--record`` rewrites the committed record (``sigprop/claims/record.json``) that the book quotes; run it
-(``make ledger``) after changing a claim, and commit the file.
+``--record`` rewrites the committed record (``sigprop/claims/records/<document>.json``, of the documents run)
+that the book quotes; run it (``make ledger``, or with ``--document``) after changing a claim, and commit it.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 import pathlib
 import sys
 
-from . import DOCUMENTS, RECORD, Status, run
+from . import DOCUMENTS, Status, record_path, run
 
 
 def _table(results) -> str:
@@ -41,12 +41,11 @@ def main(argv=None) -> int:
     parser.add_argument("--document", choices=DOCUMENTS, help="only this document's claims")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-' for stdout)")
     parser.add_argument("--record", action="store_true",
-                        help="rewrite the committed record sigprop/claims/record.json (all documents)")
+                        help="rewrite the committed record sigprop/claims/records/<document>.json of the documents run")
     args = parser.parse_args(argv)
-    if args.record and args.document:
-        parser.error("--record runs every document; drop --document")
     out = _writable(args.json) if args.json and args.json != "-" else None
-    record = _writable(pathlib.Path(__file__).with_name(RECORD)) if args.record else None
+    docs = DOCUMENTS if args.document is None else (args.document,)
+    records = [_writable(record_path(d)) for d in docs] if args.record else []
     results = run(args.document, progress=sys.stderr.isatty())
     rows = [r.as_json() for r in results]
     if args.json == "-":
@@ -54,9 +53,10 @@ def main(argv=None) -> int:
         print()
     else:
         print(_table(results))
-    for path in (out, record):
-        if path is not None:
-            path.write_text(json.dumps(rows, indent=1) + "\n")
+    if out is not None:
+        out.write_text(json.dumps(rows, indent=1) + "\n")
+    for doc, path in zip(docs, records):
+        path.write_text(json.dumps([r for r in rows if r["document"] == doc], indent=1) + "\n")
     return 0
 
 
