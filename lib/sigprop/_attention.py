@@ -41,7 +41,7 @@ import torch
 from ._estimate import Estimate
 from ._montecarlo import monte_carlo
 from ._random import as_generator
-from ._rem import _energy_scale, _ipr_limit, _quadrature
+from ._rem import _cross_quadrature, _energy_scale, _ipr_limit, _quadrature
 from ._tokens import exact_equicorrelated_tokens, equicorrelated_tokens
 from ._validate import (check_flag, check_int, check_option, check_overlaps, check_positive, check_range, check_real,
                         check_same_device, check_seq_len, check_tensor, to_output)
@@ -210,16 +210,23 @@ def score_covariance(x, *, beta):
     return s2 * Q[..., :, None, :, None] * Q[..., None, :, None, :]  # [t, s, tau, sigma]
 
 
-def attention_map(q, p, *, beta, sigma_v2=1.0, gain_control=False, T=None, y2=None, yp=None):
+class CrossOverlap(str, enum.Enum):
+    REM = "rem"
+    INDEPENDENT = "1/T"
+
+
+def attention_map(q, p, *, beta, sigma_v2=1.0, gain_control=False, T=None, y2=None, yp=None, cross_overlap="rem"):
     r"""One attention layer (no residual, no LN): ``(q, p) -> (q', p')`` (Eqs. 20-23).
 
     ``q' = sigma_v2 (p + (q-p) Y2)``, ``p' = sigma_v2 (p + (q-p) Y_p)``; gain control (values centred
     over the sequence, Sec. 3, Algorithm 3) subtracts the mean value: ``q' = sigma_v2 (q-p)(Y2 - 1/T)``,
     ``p' = sigma_v2 (q-p)(Y_p - 1/T)``. ``T=None``: the T -> infinity map of the paper,
-    ``Y2 = max(0, 1 - beta_c(q,p)/beta)`` and ``Y_p = 1/T = 0``. ``T`` given: the exact finite-``T``
-    ``Y2`` of the REM (quadrature) and ``Y_p = 1/T`` (exact for independent rows, ``p = 0``, and for
-    uniform rows; in the condensed phase with ``p > 0`` it underestimates ``Y_p``, see
-    :func:`sigprop.cross_overlap_rem`). ``y2``, ``yp`` override (e.g. measured values). Broadcasts.
+    ``Y2 = max(0, 1 - beta_c(q,p)/beta)`` and ``Y_p = 0``. ``T`` given: the exact finite-``T`` ``Y2`` of the
+    REM and, with ``cross_overlap="rem"`` (default), the exact finite-``T`` ``Y_p`` of two correlated REM rows
+    (:func:`sigprop.theory.cross_overlap`); ``cross_overlap="1/T"`` sets ``Y_p = 1/T``, exact only for
+    independent rows (``p = 0``) and uniform rows: in the condensed phase with ``p > 0`` the true ``Y_p`` is
+    several times larger and the ``1/T`` map underestimates the cosine (``book/errata``, Fig. 1(e)).
+    ``y2``, ``yp`` override (e.g. measured values). Broadcasts.
     """
     qa, pa = check_overlaps(q, p, strict=False)
     b = check_positive(beta, "beta", allow_zero=True)
@@ -227,17 +234,23 @@ def attention_map(q, p, *, beta, sigma_v2=1.0, gain_control=False, T=None, y2=No
     Ta = None if T is None else check_seq_len(T)
     y2 = None if y2 is None else check_range(y2, "y2 (a participation ratio)", 0.0, 1.0)
     yp = None if yp is None else check_range(yp, "yp (a participation ratio)", 0.0, 1.0)
-    qn, pn = _attention_map(qa, pa, b, v, check_flag(gain_control, "gain_control"), Ta, y2, yp)
+    cross = check_option(cross_overlap, CrossOverlap, "cross_overlap")
+    qn, pn = _attention_map(qa, pa, b, v, check_flag(gain_control, "gain_control"), Ta, y2, yp, cross)
     return to_output(qn, q, p, beta), to_output(pn, q, p, beta)
 
 
-def _attention_map(q, p, beta, sigma_v2, gain_control, T=None, y2=None, yp=None):
+def _attention_map(q, p, beta, sigma_v2, gain_control, T=None, y2=None, yp=None, cross=CrossOverlap.REM):
     """Arrays in, arrays out (no validation); used by the block maps."""
     q, p, beta, sigma_v2 = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (q, p, beta, sigma_v2)))
     if y2 is None:
         y2 = _ipr_limit(beta, q, p, 2.0) if T is None else _y2_finite(beta, T, q, p)
     if yp is None:
-        yp = 0.0 if T is None else 1.0 / np.asarray(T, dtype=float)
+        if T is None:
+            yp = 0.0
+        elif cross is CrossOverlap.REM:
+            yp = _yp_finite(beta, T, q, p)
+        else:
+            yp = 1.0 / np.asarray(T, dtype=float)
     mean_value = 0.0 if T is None else 1.0 / np.asarray(T, dtype=float)
     if gain_control:
         return sigma_v2 * (q - p) * (y2 - mean_value), sigma_v2 * (q - p) * (yp - mean_value)
@@ -250,6 +263,16 @@ def _y2_finite(beta, T, q, p):
     out = np.empty(sig.shape)
     for idx in np.ndindex(sig.shape):
         out[idx] = _quadrature(float(sig[idx]), float(TT[idx]))[0]
+    return out
+
+
+def _yp_finite(beta, T, q, p):
+    """Exact finite-T ``Y_p`` of two correlated REM rows, elementwise over broadcast arrays."""
+    sig, TT, qq, pp = np.broadcast_arrays(_energy_scale(beta, T, q, p), np.asarray(T, dtype=float), q, p)
+    out = np.empty(sig.shape)
+    for idx in np.ndindex(sig.shape):
+        c = min(max(float(pp[idx] / qq[idx]), 0.0), 1.0) if qq[idx] > 0 else 0.0
+        out[idx] = _cross_quadrature(float(sig[idx]), float(TT[idx]), c)
     return out
 
 

@@ -38,7 +38,7 @@ import functools
 
 import numpy as np
 
-from ._attention import _attention_map
+from ._attention import CrossOverlap, _attention_map
 from ._block import Activation, BlockConfig, Norm
 from ._validate import (check_flag, check_int, check_option, check_overlaps, check_positive, check_range,
                         check_seq_len, to_output)
@@ -158,7 +158,7 @@ def _block_with(q, p, attention, mlp, a2, m2, ba2, bm2, norm):
 
 _REALS = ("alpha_sa", "alpha_mlp", "sigma_w2", "sigma_b2", "sigma_v2", "branch_sa", "branch_mlp")
 _DEFAULTS = dict(alpha_sa=1.0, alpha_mlp=1.0, sigma_w2=2.0, sigma_b2=0.0, sigma_v2=1.0, branch_sa=1.0, branch_mlp=1.0,
-                 norm="post", gain_control=False, activation="relu", mlp=True)
+                 norm="post", gain_control=False, activation="relu", mlp=True, cross_overlap="rem")
 
 
 def _parameters(config, T, params):
@@ -166,11 +166,12 @@ def _parameters(config, T, params):
     if config is not None:
         if not isinstance(config, BlockConfig):
             raise TypeError(f"config must be a BlockConfig or None; got {type(config).__name__}")
+        cross = params.pop("cross_overlap", "rem")
         if params:
             raise TypeError(f"give a BlockConfig or keyword parameters, not both; got also {sorted(params)}")
+        params = dict(config.map_params(T), cross_overlap=cross)
         if T is None:
             raise ValueError("a BlockConfig's query/key variance is a beta only at a sequence length: pass T")
-        params = config.map_params(T)
     unknown = set(params) - set(_DEFAULTS) - {"beta"}
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}; allowed: beta, {', '.join(_DEFAULTS)}")
@@ -183,13 +184,14 @@ def _parameters(config, T, params):
     out["activation"] = check_option(vals["activation"], Activation, "activation").value
     out["gain_control"] = check_flag(vals["gain_control"], "gain_control")
     out["mlp"] = check_flag(vals["mlp"], "mlp")
+    out["cross_overlap"] = check_option(vals["cross_overlap"], CrossOverlap, "cross_overlap")
     return out
 
 
 def _one_block(q, p, P, T):
     """One block on broadcast float arrays, parameters ``P`` from :func:`_parameters`."""
     def attention(qq, pp):
-        return _attention_map(qq, pp, P["beta"], P["sigma_v2"], P["gain_control"], T)
+        return _attention_map(qq, pp, P["beta"], P["sigma_v2"], P["gain_control"], T, cross=P["cross_overlap"])
 
     def mlp(qq, pp):
         return _mlp(qq, pp, P["sigma_w2"], P["sigma_b2"], P["activation"])
@@ -235,8 +237,9 @@ def block_map(q, p, config=None, *, T=None, limit=None, **params):
     scalars; torch tensors come back as float64 tensors).
 
     ``T=None`` (keywords only) or ``limit=True``: the T -> infinity map printed in the paper. ``T`` given:
-    the finite-``T`` map (exact ``E Y^(2)``, ``Y_p = 1/T``; one quadrature per point and layer). The
-    average cosine is ``p'/q'`` (post-LN returns ``q' = 1``).
+    the finite-``T`` map: exact ``E Y^(2)`` and, with ``cross_overlap="rem"`` (default), the exact ``Y_p`` of
+    two correlated REM rows (``"1/T"``: independent rows; see :func:`sigprop.theory.attention_map`); two
+    quadratures per point and layer (~1-200 ms). The average cosine is ``p'/q'`` (post-LN returns ``q' = 1``).
     """
     qa, pa, P, Tm = _setup(q, p, config, T, limit, params)
     qn, pn = _one_block(qa, pa, P, Tm)

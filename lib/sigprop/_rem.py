@@ -47,7 +47,7 @@ from ._montecarlo import monte_carlo
 from ._validate import broadcast, check_int, check_overlaps, check_positive, check_range, check_seq_len, to_output
 
 __all__ = ["cross_overlap_rem", "mc_rem_moments"]
-__theory__ = ["beta_c", "ipr", "ipr_finite", "rem_moments"]
+__theory__ = ["beta_c", "ipr", "ipr_finite", "rem_moments", "cross_overlap"]
 
 #: Largest order r accepted: the quadrature's x-grid must hold the peak of ``e^{r x - e^x}`` at ``x = log r``.
 R_MAX = 64.0
@@ -125,39 +125,52 @@ _SIGMA_GH = 1.0
 _GH = np.polynomial.hermite_e.hermegauss(64)
 
 
+def _site(points, sigma: float, x_lo: float, ns) -> tuple:
+    """One energy ``a ~ N(0, sigma^2)`` seen at shifts ``y``: ``(1 - L, L, {n: H_n})`` at the ``points``, with
+    ``L(y) = E exp(-e^{a+y})`` and ``H_n(y) = E exp(n (a+y) - e^{a+y})`` (module docstring)."""
+    y = np.asarray(points, dtype=float)
+    if sigma < _SIGMA_GH:
+        g, w = _GH
+        w = w / w.sum()
+        xx = y[..., None] + sigma * g  # (..., nodes)
+        ex = np.exp(np.minimum(xx, 700.0))
+        return (-np.expm1(-ex)) @ w, np.exp(-ex) @ w, {n: np.exp(n * xx - ex) @ w for n in ns}
+    x = np.arange(x_lo, _X_HI + _DX / 2, _DX)
+    K = np.exp(-0.5 * ((x - y[..., None]) / sigma) ** 2) * (_DX / (sigma * math.sqrt(2 * math.pi)))
+    ex = np.exp(x)
+    # 1 - e^{-e^x} = Phi(x / c) + r(x); E Phi((a + y)/c) = Phi(y / sqrt(sigma^2 + c^2)) exactly, and r
+    # decays at both ends of the grid, so its trapezoid sum converges spectrally
+    rest = -np.expm1(-ex) - ndtr(x / _STEP)
+    s = math.sqrt(sigma**2 + _STEP**2)
+    return (ndtr(y / s) + K @ rest, ndtr(-y / s) - K @ rest, {n: K @ np.exp(n * x - ex) for n in ns})
+
+
+def _log_l(miss, keep):
+    """log L from whichever of ``1 - L`` and ``L`` is accurate."""
+    with np.errstate(divide="ignore"):
+        return np.where(miss < 0.5, np.log1p(-np.minimum(miss, 0.5)), np.log(np.maximum(keep, 1e-300)))
+
+
+def _grid(sigma: float, T: float, r_min: float):
+    """The y-grid (lower end of x, spacing, points): the integrand lives where ``a + y`` lies in
+    ``[x_lo, X_HI]`` for an energy within ``z_tail sigma`` and varies on the scale ``max(1, sigma /
+    sqrt(1 + 2 log T))`` (the width of ``L^(T-1)``'s edge)."""
+    x_lo = min(_X_LO, -(math.log(T) + 40.0) / r_min)
+    dy = max(0.1, sigma / (12.0 * math.sqrt(1.0 + 2.0 * math.log(T))))
+    z_tail = max(_Z_TAIL, math.sqrt(2.0 * (math.log(T) + 37.0)))
+    return x_lo, dy, z_tail
+
+
 def _quadrature(sigma: float, T: float, orders=(2.0,), square: bool = False) -> list[float]:
     """``[E Y^(r) for r in orders]`` (then ``E (Y^(2))^2`` if ``square``) for ``T`` i.i.d. ``N(0, sigma^2)`` energies."""
     if sigma == 0.0:
         out = [T ** (1.0 - r) for r in orders]
         return out + [T**-2.0] if square else out
-    # y-grid: the integrand lives where a + y lies in [X_LO, X_HI] for some energy a within Z_TAIL sigma;
-    # it varies on the scale max(1, sigma / sqrt(1 + 2 log T)) (width of L^(T-1)'s edge)
     ns = sorted(set(orders) | ({2.0, 4.0} if square else set()))
-    x_lo = min(_X_LO, -(math.log(T) + 40.0) / ns[0])
-    dy = max(0.1, sigma / (12.0 * math.sqrt(1.0 + 2.0 * math.log(T))))
-    z_tail = max(_Z_TAIL, math.sqrt(2.0 * (math.log(T) + 37.0)))
+    x_lo, dy, z_tail = _grid(sigma, T, ns[0])
     y = np.arange(x_lo - z_tail * sigma, _X_HI + z_tail * sigma + dy / 2, dy)
-    if sigma < _SIGMA_GH:
-        g, w = _GH
-        w = w / w.sum()
-        xx = y[:, None] + sigma * g[None, :]  # (Y, nodes)
-        ex = np.exp(np.minimum(xx, 700.0))
-        miss, keep = (-np.expm1(-ex)) @ w, np.exp(-ex) @ w  # 1 - L, L
-        H = {n: np.exp(n * xx - ex) @ w for n in ns}
-    else:
-        x = np.arange(x_lo, _X_HI + _DX / 2, _DX)
-        K = np.exp(-0.5 * ((x[None, :] - y[:, None]) / sigma) ** 2) * (_DX / (sigma * math.sqrt(2 * math.pi)))
-        ex = np.exp(x)
-        # 1 - e^{-e^x} = Phi(x / c) + r(x); E Phi((a + y)/c) = Phi(y / sqrt(sigma^2 + c^2)) exactly, and r
-        # decays at both ends of the grid, so its trapezoid sum converges spectrally
-        rest = -np.expm1(-ex) - ndtr(x / _STEP)
-        s = math.sqrt(sigma**2 + _STEP**2)
-        miss = ndtr(y / s) + K @ rest
-        keep = ndtr(-y / s) - K @ rest
-        H = {n: K @ np.exp(n * x - ex) for n in ns}
-    with np.errstate(divide="ignore"):
-        # log L from whichever of 1 - L and L is accurate
-        log_l = np.where(miss < 0.5, np.log1p(-np.minimum(miss, 0.5)), np.log(np.maximum(keep, 1e-300)))
+    miss, keep, H = _site(y, sigma, x_lo, ns)
+    log_l = _log_l(miss, keep)
     p1 = np.exp((T - 1.0) * log_l)
     out = [T * math.exp(-gammaln(r)) * float(np.sum(H[r] * p1) * dy) for r in orders]
     if square:
@@ -166,6 +179,35 @@ def _quadrature(sigma: float, T: float, orders=(2.0,), square: bool = False) -> 
         w22 = float(np.sum(H[2.0] ** 2 * p2) * dy) / 6.0
         out.append(T * w4 + T * (T - 1.0) * w22)
     return out
+
+
+def _cross_quadrature(sigma: float, T: float, c: float) -> float:
+    """``Y_p = E sum_s A_s A'_s`` for two rows of ``T`` energies ``a_s = m_s + s e_s``, ``a'_s = m_s + s e'_s``,
+    ``m_s ~ N(0, c sigma^2)`` shared, ``s^2 = (1 - c) sigma^2`` (App. B.1: the column field is shared).
+
+    With ``1/(Z Z') = int int e^{-tZ - uZ'} dt du``, ``t = e^y``, ``u = e^v`` and the columns i.i.d. given nothing,
+    ``Y_p = T int int E_m[h(y+m) h(v+m)] (E_m[l(y+m) l(v+m)])^(T-1) dy dv`` with ``l = L`` and ``h = H_1`` of the
+    private energy ``s e``. ``m`` is integrated on the y-lattice (trapezoid, Gaussian weights), so the double
+    integral is two matrix products.
+    """
+    if sigma == 0.0 or c == 0.0:
+        return 1.0 / T
+    sm, se = sigma * math.sqrt(c), sigma * math.sqrt(max(1.0 - c, 0.0))
+    x_lo, dy, z_tail = _grid(sigma, T, 1.0)
+    j = np.arange(-math.ceil(z_tail * sm / dy), math.ceil(z_tail * sm / dy) + 1)
+    w = np.exp(-0.5 * (j * dy / sm) ** 2)
+    w /= w.sum()  # trapezoid weights of N(0, sm^2) on the lattice
+    y = np.arange(x_lo - z_tail * (se + sm), _X_HI + z_tail * (se + sm) + dy / 2, dy)
+    lattice = y[0] + dy * (j[0] + np.arange(len(y) + len(j) - 1))  # every y_i + m_j
+    miss, keep, H = _site(lattice, se, x_lo, (1.0,))
+    window = np.lib.stride_tricks.sliding_window_view
+    M, L, Hm = (window(v, len(j)).T for v in (miss, keep, H[1.0]))  # (len(j), len(y)): value at y_i + m_j
+    a = w @ M
+    one_minus_f = a[:, None] + a[None, :] - (M * w[:, None]).T @ M  # 1 - E_m[l l'], accurate near F = 1
+    f = (L * w[:, None]).T @ L
+    g = (Hm * w[:, None]).T @ Hm
+    log_f = _log_l(one_minus_f, f)
+    return float(T * np.sum(g * np.exp((T - 1.0) * log_f)) * dy * dy)
 
 
 def _energy_scale(beta, T, q, p):
@@ -215,6 +257,28 @@ def rem_moments(beta, q=1.0, p=0.0, *, T=None):
     for idx in np.ndindex(sig.shape):
         res[(slice(None),) + idx] = _quadrature(float(sig[idx]), float(TT[idx]), (2.0, 3.0), square=True)
     return tuple(to_output(res[i], beta, q, p, T) for i in range(3))
+
+
+def cross_overlap(beta, T, q=1.0, p=0.0):
+    r"""Exact finite-T cross-overlap ``Y_p = E sum_s A_ts A_t's`` of two attention rows (App. B.2.2).
+
+    The rows are REMs with energies of variance ``sigma^2 = beta^2 log T q (q - p)`` whose s-dependent parts
+    share the column field ``b_s`` (App. B.1, Eq. (9)): correlation ``c = p / q`` between the rows. One
+    quadrature (:func:`_cross_quadrature`, module docstring's representation with two Laplace variables);
+    ``Y_p = 1/T`` exactly for ``p = 0`` (independent rows), ``Y_p = E Y^(2)`` for ``p -> q``, and ``Y_p -> 0``
+    as T -> infinity, slowly: in the condensed phase with ``p > 0`` it is several times ``1/T`` at moderate T
+    (``tests/test_rem.py`` checks it against :func:`cross_overlap_rem`). Broadcasts over all arguments.
+    """
+    b = check_positive(beta, "beta", allow_zero=True)
+    Ta = check_seq_len(T)
+    qa, pa = check_overlaps(q, p, strict=False)
+    check_range(pa / qa, "p/q", 0.0, 1.0)
+    broadcast(beta=b, T=Ta, q=qa, p=pa)
+    sig, TT, cc = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta, pa / qa)
+    out = np.empty(sig.shape)
+    for idx in np.ndindex(sig.shape):
+        out[idx] = _cross_quadrature(float(sig[idx]), float(TT[idx]), float(cc[idx]))
+    return to_output(out, beta, T, q, p)
 
 
 # ---------------------------------------------------------------- Monte Carlo of the REM itself
