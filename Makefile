@@ -12,7 +12,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Assignment masters (book/assignments) are graded by tests/test_assignments.py, not run by nbval.
 NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -not -path 'book/assignments/*' | sort)
 
-.PHONY: book test test-unit test-notebooks claims ledger bench records assignments venv clean
+.PHONY: book test test-unit test-notebooks claims ledger fullcheck bench records assignments venv clean
 
 venv: $(VENV)/.installed
 
@@ -46,6 +46,13 @@ claims: venv
 # Re-run the ledger and rewrite its committed record (lib/sigprop/claims/records/*.json), which the book quotes
 ledger: venv
 	$(PY) -m sigprop.claims --record
+
+# Every chapter's Monte Carlo core outside Jupyter, with times, memory and agreement
+# (make fullcheck SIZE=full DEVICE=cuda on a GPU; make test runs the quick size)
+SIZE ?= quick
+DEVICE ?= cpu
+fullcheck: venv
+	$(PY) -m sigprop.fullcheck --size $(SIZE) --device $(DEVICE)
 
 # Speed and memory benchmarks (prints a table; --json FILE writes it)
 bench: venv

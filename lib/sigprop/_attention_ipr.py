@@ -81,7 +81,8 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
 
     Returns an :class:`Estimate` of shape ``(len(beta), len(r))``: mean over queries and
     inits, standard error over the ``inits`` independent networks (rows of one network are
-    correlated). The logits of all ``beta`` are computed from one draw (they scale linearly
+    correlated), and ``.samples`` ``(inits, len(beta), len(r))``: all beta are measured on the same
+    networks, so a curve over beta needs :func:`sigprop.curve_agreement`. The logits of all ``beta`` are computed from one draw (they scale linearly
     in beta), so the curves are smooth in beta.
     """
     betas = np.atleast_1d(check_positive(beta, "beta")).astype(float)
@@ -197,4 +198,4 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
     per_init = y.mean(2)  # (B, n, R)
     mean = per_init.mean(1)
     se = per_init.std(1, unbiased=True) / math.sqrt(inits)
-    return Estimate(mean, se, inits)
+    return Estimate(mean, se, inits, per_init.movedim(1, 0))  # samples (inits, B, R): for curve-level tests
