@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from ._config import default_device
+from ._config import as_device
 from ._estimate import Estimate
 from ._random import as_generator, block_generator, draw_seed
 from ._rem import _check_r, _quadrature
@@ -98,7 +98,7 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
     chunk = check_int(chunk, "chunk", minimum=KEY_BLOCK)
     if chunk % KEY_BLOCK:
         raise ValueError(f"chunk must be a multiple of {KEY_BLOCK}; got {chunk}")
-    device = default_device() if device is None else torch.device(device)
+    device = as_device(device)
     base = draw_seed(as_generator(generator))
     rho = p / q
     n_blocks = -(-T // KEY_BLOCK)

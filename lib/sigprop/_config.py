@@ -25,7 +25,7 @@ import re
 
 import torch
 
-__all__ = ["Profile", "profile", "set_profile", "pick", "default_device", "float64_device", "threads_for"]
+__all__ = ["Profile", "profile", "set_profile", "pick", "default_device", "as_device", "float64_device", "threads_for"]
 
 
 class Profile(str, enum.Enum):
@@ -65,18 +65,28 @@ def _mps_available() -> bool:
     return bool(mps is not None and mps.is_available())
 
 
-def _parse_device(value: str) -> torch.device:
-    text = value.strip()
-    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", text):
-        raise ValueError(f"SIGPROP_DEVICE must be 'cpu', 'cuda', 'cuda:N' or 'mps' (lower case); got {value!r}")
-    device = torch.device(text)
+def _parse_device(value, name: str = "SIGPROP_DEVICE") -> torch.device:
+    """A device a user named (a string or ``torch.device``), checked: spelling, and that the machine has it."""
+    if isinstance(value, torch.device):
+        device = value
+    elif isinstance(value, str):
+        if not re.fullmatch(r"cpu|mps|meta|cuda(:\d+)?", value):
+            raise ValueError(f"{name} must be 'cpu', 'cuda', 'cuda:N' or 'mps' (lower case, no spaces); got {value!r}")
+        device = torch.device(value)
+    else:
+        raise TypeError(f"{name} must be a device name such as 'cpu' or a torch.device; got {value!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"SIGPROP_DEVICE={value!r} but CUDA is not available on this machine; unset it or use 'cpu'")
+        raise ValueError(f"{name}={value!r} but CUDA is not available on this machine; use 'cpu'")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ValueError(f"SIGPROP_DEVICE={value!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+        raise ValueError(f"{name}={value!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
     if device.type == "mps" and not _mps_available():
-        raise ValueError(f"SIGPROP_DEVICE={value!r} but Apple MPS is not available on this machine; unset it or use 'cpu'")
+        raise ValueError(f"{name}={value!r} but Apple MPS is not available on this machine; use 'cpu'")
     return device
+
+
+def as_device(device=None) -> torch.device:
+    """``device`` as a ``torch.device`` (validated; see :func:`_parse_device`), or :func:`default_device` for None."""
+    return default_device() if device is None else _parse_device(device, "device")
 
 
 def default_device() -> torch.device:
@@ -93,7 +103,7 @@ def default_device() -> torch.device:
 
 def float64_device(device=None) -> torch.device:
     """Where float64 work for ``device`` runs: the device itself, or the CPU for MPS (no float64 there)."""
-    device = default_device() if device is None else torch.device(device)
+    device = as_device(device)
     return torch.device("cpu") if device.type == "mps" else device
 
 

@@ -38,7 +38,7 @@ import math
 
 import torch
 
-from ._validate import check_finite, check_int, check_positive, to_output
+from ._validate import check_finite, check_int, check_positive, check_real, to_output
 
 __all__: list[str] = []
 __theory__ = [
@@ -315,6 +315,7 @@ def l1_floor_constant(cov, *, rcond: float = 1e-10):
     some :math:`A` has :math:`\mathbf 1^\top A\ne0` and zero variance and the floor is 0 (returned).
     ``cov`` (..., N, N) -> (...). ``rcond``: relative eigenvalue cut for the pseudo-inverse.
     """
+    rcond = check_real(rcond, "rcond", minimum=0.0, maximum=1.0)
     c = _t64(cov, "cov")
     _check_matrix(c, "cov", square=True)
     evals, evecs = torch.linalg.eigh(0.5 * (c + c.transpose(-1, -2)))
@@ -367,6 +368,8 @@ def conditional_cosine(p, q):
 def logit_range(z):
     r"""Logit range :math:`R(z)=\max_jz_j-\min_jz_j` along the last dimension (Section 10.3)."""
     zz = _t64(z, "z")
+    if zz.ndim == 0 or zz.shape[-1] == 0:
+        raise ValueError(f"z must have at least one logit along its last dimension; got shape {tuple(zz.shape)}")
     return _out(zz.amax(-1) - zz.amin(-1), z)
 
 

@@ -37,6 +37,8 @@ def covariance_matrix(y: torch.Tensor, dim: int = 0) -> torch.Tensor:
     in float64.
     """
     check_tensor(y, "y", ndim_min=2)
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -y.ndim <= dim < y.ndim:
+        raise ValueError(f"dim must be an axis of y (shape {tuple(y.shape)}); got {dim!r}")
     x = y.double().movedim(dim, -2)
     n = x.shape[-2]
     if n < 2:
@@ -95,8 +97,11 @@ def _pearson(x, y):
     n = xd.shape[-1]
     if n < 3:
         raise ValueError(f"need at least 3 samples; got {n}")
-    zx = (xd - xd.mean(-1, keepdim=True)) / xd.std(-1, unbiased=False, keepdim=True)
-    zy = (yd - yd.mean(-1, keepdim=True)) / yd.std(-1, unbiased=False, keepdim=True)
+    sx, sy = xd.std(-1, unbiased=False, keepdim=True), yd.std(-1, unbiased=False, keepdim=True)
+    if bool((sx == 0).any()) or bool((sy == 0).any()):
+        raise ValueError("x and y must vary across samples: a constant sample has no correlation (0/0)")
+    zx = (xd - xd.mean(-1, keepdim=True)) / sx
+    zy = (yd - yd.mean(-1, keepdim=True)) / sy
     r = (zx * zy).mean(-1)
     psi = zx * zy - 0.5 * r[..., None] * (zx**2 + zy**2)
     return Estimate(r, psi.std(-1) / math.sqrt(n), int(n))

@@ -70,10 +70,12 @@ def _np(value):
 def estimate(samples: torch.Tensor, dim: int = 0) -> Estimate:
     """Mean and standard error (sample std / sqrt(n)) of i.i.d. ``samples`` along ``dim``."""
     if not isinstance(samples, torch.Tensor):
-        try:
-            samples = torch.as_tensor(np.asarray(samples, dtype=float))
-        except (TypeError, ValueError):
-            raise TypeError(f"samples must be a tensor or an array of numbers; got {type(samples).__name__}") from None
+        arr = np.asarray(samples, dtype=object if samples is None else None)
+        if samples is None or arr.dtype.kind not in "iuf" or arr.ndim == 0:
+            raise TypeError(f"samples must be a tensor or an array of numbers; got {type(samples).__name__}")
+        samples = torch.as_tensor(arr.astype(float))
+    if samples.is_complex() or samples.dtype == torch.bool:
+        raise TypeError(f"samples must be real numbers; got {samples.dtype}")
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -samples.ndim <= dim < max(samples.ndim, 1):
         raise ValueError(f"dim must be an axis of samples (shape {tuple(samples.shape)}); got {dim!r}")
     n = samples.shape[dim]

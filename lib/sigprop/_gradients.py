@@ -48,8 +48,8 @@ import numpy as np
 import torch
 
 from ._attention import attention_weights
-from ._validate import (check_attention_weights, check_real, check_finite, check_option, check_positive, check_range,
-                        check_tensor, to_output)
+from ._validate import (check_attention_weights, check_finite, check_option, check_positive, check_range, check_real,
+                        check_tensor, finite_tensor, to_output)
 
 __all__ = [
     "attention_jacobian_sq_norms",
@@ -193,7 +193,7 @@ def query_value_log_ratio(n, d, rho, sigma_x2=1.0, *, exact=False):
     v = value_grad_sq_norm_equicorrelated(n, d, rho, sigma_x2)
     with np.errstate(divide="ignore"):
         out = np.log(np.asarray(q, dtype=float)) - np.log(np.asarray(v, dtype=float))
-    return to_output(out, n, d, rho, sigma_x2)
+    return to_output(out, n, d, rho, sigma_x2, allow_inf=True)   # -inf at rho = 1 is the exact value
 
 
 # ----------------------------------------------------------------------------- autograd and closed-form Monte Carlo
@@ -227,6 +227,8 @@ def attention_jacobian_sq_norms(x, w_q, w_k, w_v, *, attention="softmax", logit_
     """
     check_attention_weights(x, w_q, w_k, w_v)
     att = check_option(attention, _Attention, "attention")
+    if logit_scale is not None:
+        logit_scale = check_real(logit_scale, "logit_scale", minimum=0.0)
     names = tuple(wrt)
     index = {"x": 0, "q": 1, "k": 2, "v": 3}
     bad = [w for w in names if w not in index]
@@ -271,9 +273,10 @@ def softmax_param_grad_sq_norms(x, w_q, w_k, w_v, *, logit_scale=None):
     jt = a.unsqueeze(-1) * t.unsqueeze(-3) - a.unsqueeze(-1) * at.unsqueeze(-2)
     kjt = torch.einsum("...jk,...ijv->...ikv", k, jt)  # K^T J_i T, (..., n, d_k, d_v)
     xjt = torch.einsum("...jd,...ijv->...idv", x, jt)  # X^T J_i T, (..., n, d, d_v)
-    # c enters before squaring: a huge scale meets an exactly zero J (one-hot rows) as c * 0 = 0, not inf * 0
-    gq = (x.pow(2).sum(-1) * (c * kjt).pow(2).sum((-2, -1))).sum(-1)
-    gk = (q.pow(2).sum(-1) * (c * xjt).pow(2).sum((-2, -1))).sum(-1)
+    # c enters before squaring, in float64: a huge scale meets an exactly zero J (one-hot rows) as c * 0 = 0
+    gq = (x.double().pow(2).sum(-1) * (c * kjt.double()).pow(2).sum((-2, -1))).sum(-1)
+    gk = (q.double().pow(2).sum(-1) * (c * xjt.double()).pow(2).sum((-2, -1))).sum(-1)
+    gq, gk = finite_tensor(gq.to(x.dtype), "the query gradient norm"), finite_tensor(gk.to(x.dtype), "the key gradient norm")
     gv = d_v * (a @ x).pow(2).sum((-2, -1))
     return {"v": gv, "q": gq, "k": gk}
 

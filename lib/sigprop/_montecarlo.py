@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from ._config import default_device
+from ._config import as_device
 from ._estimate import Estimate
 from ._random import as_generator, block_generator, draw_seed
 from ._validate import check_int
@@ -65,7 +65,7 @@ def monte_carlo(
     """
     n = check_int(n, "n", minimum=2)
     chunk = min(n, 256) if chunk is None else check_int(chunk, "chunk", minimum=1)
-    device = default_device() if device is None else torch.device(device)
+    device = as_device(device)
     base = draw_seed(as_generator(generator))
     n_chunks = -(-n // chunk)
     total = total_sq = shift = None

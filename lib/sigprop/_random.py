@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._config import _parse_device
+
 __all__ = ["as_generator"]
 
 _SEED_SPACE = 2**62
@@ -25,14 +27,15 @@ def as_generator(generator=None, device=None) -> torch.Generator:
     conflict is an error, not a silent choice). An int (Python or numpy, ``0 <= seed < 2**64``) seeds
     a new generator on ``device`` (default CPU); None seeds one from fresh entropy.
     """
+    device = None if device is None else _parse_device(device, "device")
     if isinstance(generator, torch.Generator):
-        if device is not None and not _same_device(generator.device, torch.device(device)):
+        if device is not None and not _same_device(generator.device, device):
             raise ValueError(
-                f"generator lives on {str(generator.device)!r} but device={str(torch.device(device))!r} was asked for; "
+                f"generator lives on {str(generator.device)!r} but device={str(device)!r} was asked for; "
                 "pass an int seed to create a generator on the right device"
             )
         return generator
-    device = torch.device("cpu") if device is None else torch.device(device)
+    device = torch.device("cpu") if device is None else device
     if generator is None:
         g = torch.Generator(device=device)
         g.seed()

@@ -120,7 +120,7 @@ def _k_eff(x, constant):
     xv = x[:, ~constant]
     kv = xv.shape[1]
     if kv == 0:
-        return math.nan
+        return 0.0   # no point varies: the curve carries no statistical information
     u = ((xv - xv.mean(0)) / xv.std(0, ddof=1)).sum(1)  # (n,)
     total = float(u.var(ddof=1))  # 1' R 1 with R the sample correlation
     return float(np.clip(kv * kv / total, 1.0, kv)) if total > 0 else float(kv)

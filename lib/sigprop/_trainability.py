@@ -67,7 +67,11 @@ def cosine_vs_depth(depth, *, beta, alpha_sa=1.0, rho0=0.0, q0=1.0, **kwargs):
     a = np.asarray(check_positive(alpha_sa, "alpha_sa", allow_zero=True), dtype=float)
     P = _parameters(None, None, dict(kwargs, beta=b, alpha_sa=a))   # validates every keyword
     norm = P["norm"]
-    shape = np.broadcast_shapes(*(np.shape(P[k]) for k in _REALS + ("beta",)), r0.shape, qa.shape)
+    try:
+        shape = np.broadcast_shapes(*(np.shape(P[k]) for k in _REALS + ("beta",)), r0.shape, qa.shape)
+    except ValueError:
+        raise ValueError("beta, alpha_sa, rho0, q0 and the block parameters must broadcast against each other; got "
+                         f"shapes beta {np.shape(b)}, alpha_sa {np.shape(a)}, rho0 {r0.shape}, q0 {qa.shape}") from None
     P.update({k: np.broadcast_to(P[k], shape).astype(float) for k in _REALS + ("beta",)})
     q = np.broadcast_to(qa, shape).copy()
     p = np.broadcast_to(r0 * qa, shape).copy()

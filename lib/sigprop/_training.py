@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from ._block import BlockConfig, TransformerParams, _block, sample_transformer
 from ._language import MaskedTask
 from ._measures import attention_entropy, mean_cosine
-from ._config import threads_for
+from ._config import as_device, threads_for
 from ._montecarlo import progress_bar
 from ._random import as_generator, draw_seed
 from ._validate import check_int, check_positive, check_range
@@ -90,7 +90,7 @@ def masked_lm_init(config: BlockConfig, depth: int, vocab: int, T: int, *, seeds
     depth = check_int(depth, "depth", minimum=1)
     vocab = check_int(vocab, "vocab", minimum=2)
     T = check_int(T, "T", minimum=2)
-    device = torch.device("cpu") if device is None else torch.device(device)
+    device = torch.device("cpu") if device is None else as_device(device)
     g = as_generator(generator, device)
     blocks = sample_transformer(config, depth, inits=seeds, generator=g, device=device, dtype=dtype)
     d = config.d
@@ -158,7 +158,7 @@ def train_masked_lm(config: BlockConfig, depth: int, task: MaskedTask, *, seeds:
     last = steps if stop_at is None else check_int(stop_at, "stop_at", minimum=0)
     if last > steps:
         raise ValueError(f"stop_at must be <= steps={steps}; got {stop_at}")
-    device = torch.device("cpu") if device is None else torch.device(device)
+    device = torch.device("cpu") if device is None else as_device(device)
     g = as_generator(generator)
     init_g, data_g, eval_g = (torch.Generator().manual_seed(draw_seed(g)) for _ in range(3))
     params = masked_lm_init(config, depth, task.vocab, task.T, seeds=seeds,

@@ -44,7 +44,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._validate import check_attention_weights, check_finite, check_positive, check_tensor, to_output
+from ._validate import (check_attention_weights, check_finite, check_positive, check_real, check_tensor, finite_tensor,
+                        to_output)
 
 __all__ = [
     "gram_sum",
@@ -71,10 +72,11 @@ def gram_sum(x: torch.Tensor) -> torch.Tensor:
     r""":math:`C(X) = \sum_{k,k'}\langle X_k, X_{k'}\rangle = \|\sum_k X_k\|^2 = n^2\|\bar x\|^2`.
 
     Noci et al. (2022), Lemma 3.2 and the remark after Eq. (11). ``x`` is ``(..., n, d)``;
-    returns ``(...)`` in the dtype of ``x``.
+    returns ``(...)`` in the dtype of ``x`` (accumulated in at least float32, which half-precision inputs get).
     """
     check_tensor(x, "x", ndim_min=2)
-    return x.sum(-2).pow(2).sum(-1)
+    xw = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    return finite_tensor(xw.sum(-2).pow(2).sum(-1), "gram_sum")
 
 
 def ratio_correlation(c: torch.Tensor, f: torch.Tensor, n: int, dim: int = 0):
@@ -145,6 +147,8 @@ def uniform_self_attention(x, w_q, w_k, w_v, *, logit_scale=None):
     :math:`1/\sqrt{d_k}`. Returns ``(S, A)``.
     """
     check_attention_weights(x, w_q, w_k, w_v)
+    if logit_scale is not None:
+        logit_scale = check_real(logit_scale, "logit_scale", minimum=0.0)
     return _uniform_attention_kernel(x, w_q, w_k, w_v, logit_scale)
 
 
@@ -286,7 +290,7 @@ def logit_second_moment(x: torch.Tensor, sigma_k2) -> torch.Tensor:
     check_tensor(x, "x", ndim_min=2)
     s = float(check_positive(sigma_k2, "sigma_k2"))
     r = x.double().pow(2).sum(-1)
-    return s * s * r.unsqueeze(-1) * r.unsqueeze(-2)
+    return finite_tensor(s * s * r.unsqueeze(-1) * r.unsqueeze(-2))
 
 
 def uniform_deviation(x: torch.Tensor, sigma_k2) -> torch.Tensor:
@@ -302,4 +306,4 @@ def uniform_deviation(x: torch.Tensor, sigma_k2) -> torch.Tensor:
     xd = x.double()
     n = x.shape[-2]
     centred = xd - xd.mean(-2, keepdim=True)
-    return s * s * xd.pow(2).sum((-2, -1)) * centred.pow(2).sum((-2, -1)) / n**4
+    return finite_tensor(s * s * xd.pow(2).sum((-2, -1)) * centred.pow(2).sum((-2, -1)) / n**4)

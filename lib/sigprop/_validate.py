@@ -89,11 +89,17 @@ def check_overlaps(q, p, *, strict=True):
     return qa, pa
 
 
-def check_int(value, name, *, minimum):
+#: Largest size (tokens, widths, samples, steps) any function accepts: beyond it nothing could run.
+SIZE_MAX = 2**40
+
+
+def check_int(value, name, *, minimum, maximum=SIZE_MAX):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+        raise TypeError(f"{name} must be an int; got {value!r} ({type(value).__name__})")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}; got {value}")
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}; got {value}")
     return int(value)
 
 
@@ -112,9 +118,11 @@ def check_option(value, enum_cls: type[enum.Enum], name):
         raise ValueError(f"{name} must be one of {allowed}; got {value!r}") from None
 
 
-def check_tensor(x, name, *, ndim_min=None, last=None, dtype_float=True):
+def check_tensor(x, name, *, ndim_min=None, last=None, dtype_float=True, allow_empty=False):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    if not allow_empty and x.numel() == 0:
+        raise ValueError(f"{name} must not be empty; got shape {tuple(x.shape)}")
     if ndim_min is not None and x.ndim < ndim_min:
         raise ValueError(f"{name} must have at least {ndim_min} dimensions; got shape {tuple(x.shape)}")
     if last is not None and x.shape[-1] != last:
@@ -141,14 +149,32 @@ def is_torch(*values) -> bool:
     return any(isinstance(v, torch.Tensor) for v in values)
 
 
-def to_output(result: np.ndarray, *like):
-    """Scalars in -> float out; numpy in -> numpy out; torch in -> float64 torch out."""
+def to_output(result: np.ndarray, *like, allow_inf: bool = False):
+    """Scalars in -> float out; numpy in -> numpy out; torch in -> float64 torch out.
+
+    Every theory function returns through here, so this is where a formula that leaves the float64 range at
+    valid arguments (an overflow, an underflow to 0/0) is refused with an error instead of returning inf/NaN.
+    ``allow_inf`` for the few quantities whose exact value can be infinite (a log of zero at rank collapse).
+    """
+    res = np.asarray(result)
+    if res.dtype.kind == "f" and not (np.all(np.isfinite(res)) or (allow_inf and not np.any(np.isnan(res)))):
+        bad = "NaN" if np.any(np.isnan(res)) else "inf"
+        raise ValueError(f"the result is {bad} at these arguments: the formula leaves the float64 range there "
+                         f"(overflow or underflow); arguments of this size are outside its range")
     for v in like:
         if isinstance(v, torch.Tensor):
             return torch.as_tensor(result, dtype=torch.float64, device=v.device)
     if np.ndim(result) == 0 and not any(isinstance(v, np.ndarray) for v in like):
         return float(result)
     return np.asarray(result, dtype=float)
+
+
+def finite_tensor(result: torch.Tensor, name: str = "the result") -> torch.Tensor:
+    """Refuse a tensor result that left its dtype's range (the tensor analogue of :func:`to_output`)."""
+    if not bool(torch.isfinite(result).all()):
+        raise ValueError(f"{name} is not finite at these arguments: the formula leaves the {result.dtype} range "
+                         "there (overflow or underflow); arguments of this size are outside its range")
+    return result
 
 
 def check_attention_weights(x, w_q, w_k, w_v):
@@ -159,6 +185,12 @@ def check_attention_weights(x, w_q, w_k, w_v):
         check_tensor(w, name, ndim_min=2, last=d)
     if w_q.shape[-2] != w_k.shape[-2]:
         raise ValueError(f"w_q and w_k must have the same d_k; got {tuple(w_q.shape)} and {tuple(w_k.shape)}")
+    check_same_device(x=x, w_q=w_q, w_k=w_k, w_v=w_v)
+    try:
+        torch.broadcast_shapes(x.shape[:-2], w_q.shape[:-2], w_k.shape[:-2], w_v.shape[:-2])
+    except RuntimeError:
+        got = ", ".join(f"{k} {tuple(v.shape)}" for k, v in (("x", x), ("w_q", w_q), ("w_k", w_k), ("w_v", w_v)))
+        raise ValueError(f"the batch dimensions of x and the weights must broadcast; got {got}") from None
 
 
 def check_flag(value, name) -> bool:
