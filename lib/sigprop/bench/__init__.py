@@ -68,7 +68,8 @@ def _meta(threads):
             "loadavg_start": _load(), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, only=None, threads: int | None = None,
+def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, pages_load: bool = False, only=None,
+        threads: int | None = None,
         progress: Callable[[str], None] | None = None) -> dict:
     """Run the benchmarks; returns ``{"meta": {...}, "rows": [...]}``.
 
@@ -109,7 +110,7 @@ def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, o
             elif name == "grad":
                 rows += bench_grad(B=4, T=4, d=4, jac_batch=2, repeats=1) if tiny else bench_grad()
             elif name == "pages":
-                rows += bench_pages(twice=pages_twice, progress=progress)
+                rows += bench_pages(twice=pages_twice, load=pages_load, progress=progress)
     finally:
         torch.set_num_threads(old_threads)
     meta["seconds"] = time.perf_counter() - t0

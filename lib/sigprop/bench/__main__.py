@@ -29,6 +29,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pages", action="store_true", help="also execute every book page and time it (slow)")
     ap.add_argument("--pages-twice", action="store_true",
                     help="execute every page in reverse order, then again in order (slower)")
+    ap.add_argument("--load", action="store_true",
+                    help="with --pages: run a CPU-bound process on two threads beside the pages (a busy machine)")
     ap.add_argument("--only", nargs="+", choices=["forward", "naive", "ipr", "diagram", "grad", "pages"],
                     help="run only these benchmarks")
     ap.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default min(2, cpu count))")
@@ -39,7 +41,7 @@ def main(argv=None) -> int:
                 pass
         except OSError as exc:
             ap.error(f"cannot write --json {args.json!r}: {exc.strerror}")
-    result = run(tiny=args.tiny, pages=args.pages, pages_twice=args.pages_twice, only=args.only,
+    result = run(tiny=args.tiny, pages=args.pages, pages_twice=args.pages_twice, pages_load=args.load, only=args.only,
                  threads=args.threads, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr, flush=True))
     print(format_table(result))
     if args.json:
