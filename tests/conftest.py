@@ -16,3 +16,12 @@ Z = 4.0
 def _threads():
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     yield
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (``pytestmark = pytest.mark.usefixtures("one_thread")``): tiny tensors."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

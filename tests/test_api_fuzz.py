@@ -95,6 +95,8 @@ SPECS = {
     "monte_carlo": Spec(sp.monte_carlo, (lambda n, g: torch.randn(n, 2, generator=g), 8), {"generator": 0, "device": "cpu"},
                         {1: "size", "generator": "seed", "chunk": "size", "device": "device"}),
     "float64_device": Spec(sp.float64_device, ("cpu",), {}, {0: "device"}),
+    "as_device": Spec(sp.as_device, ("cpu",), {}, {0: "device"}),
+    "widest_float": Spec(sp.widest_float, ("cpu",), {}, {0: "device"}),
     # measures
     "token_overlaps": Spec(sp.token_overlaps, (X,)),
     "cosine_matrix": Spec(sp.cosine_matrix, (X,)),
@@ -169,6 +171,7 @@ SPECS = {
                                {"d": "size", "mean": "real", "scale": "real", "generator": "seed"}),
     "anisotropic_sigma": Spec(sp.anisotropic_sigma, (4,), {"generator": 0}, {0: "size", "low": "real", "high": "real"}),
     "last_query_logits": Spec(sp.last_query_logits, (X, W, 2.0), {}, {2: "real"}),
+    "qk_gradient_terms": Spec(sp.qk_gradient_terms, (X, _t(2, 8, seed=2), W, W, W, 2.0), {}, {5: "real"}),
     "linearised_softmax_argument": Spec(sp.linearised_softmax_argument, (_t(3, 5),)),
     "propagation_indicator": Spec(sp.propagation_indicator, (_t(3, 5),)),
     "qk_traces": Spec(sp.qk_traces, (W,)),
@@ -189,6 +192,13 @@ SPECS = {
     "beta_c": Spec(th.beta_c, (1.0, 0.2), {}, {0: "real", 1: "real"}),
     "ipr": Spec(th.ipr, (2.0,), {"q": 1.0, "p": 0.0, "r": 2}, {0: "real", "q": "real", "p": "real", "r": "real"}),
     "ipr_finite": Spec(th.ipr_finite, (2.0, 64), {}, {0: "real", 1: "real", "q": "real", "p": "real", "r": "real"}),
+    "activation_kernel": Spec(th.activation_kernel, (1.0, 0.8, 0.5), {"activation": "relu"},
+                              {0: "real", 1: "real", 2: "real", "activation": "option"}),
+    "causal_ipr": Spec(th.causal_ipr, (1.0, 0.3, CFG), {"T": 4}, {0: "real", 1: "real", "T": "size"}),
+    "gram_block_map": Spec(th.gram_block_map, (0.7 * torch.eye(4, dtype=torch.float64) + 0.3, CFG),
+                           {"samples": 8, "generator": 0}, {"samples": "size", "generator": "seed"}),
+    "iterate_gram_map": Spec(th.iterate_gram_map, (0.7 * torch.eye(4, dtype=torch.float64) + 0.3, 2, CFG),
+                             {"samples": 8, "generator": 0}, {1: "size", "samples": "size", "generator": "seed"}),
     "rem_moments": Spec(th.rem_moments, (2.0,), {"T": 64}, {0: "real", "T": "real", "q": "real", "p": "real"}),
     "cross_overlap": Spec(th.cross_overlap, (2.0, 16), {"p": 0.3}, {0: "real", 1: "real", "p": "real", "q": "real"}),
     "attention_map": Spec(th.attention_map, (1.0, 0.2), {"beta": 2.0},
@@ -391,6 +401,7 @@ def test_coverage_of_the_public_api():
         "use_book_style", "load_text_corpus", "fit", "probe", "train_masked_lm", "loss_grad_sq_norms",
         "transformer_layer_grad_sq_norms", "total_covariance_terms", "logit_subspace_split", "fit_power_law",
         "piecewise_linear_softmax", "TinyLM", "LMConfig", "MaskedTask", "Estimate", "TextCorpus",
+        "read_init", "reinitialise",
     }
     public = {n for n in sp.__all__ if callable(getattr(sp, n)) and not isinstance(getattr(sp, n), type)
               or n in ("BlockConfig", "MarkovSource")}

@@ -7,6 +7,7 @@ import torch
 
 import sigprop as sp
 from conftest import Z
+from reference_transformer import NaiveTransformer, naive_forward
 
 
 def _cfg(**kw):
@@ -75,7 +76,9 @@ def test_gg_variance_gives_logit_variance_beta2_logT():
     (dict(d=0), ValueError, "d must be >= 1"),
     (dict(d=10, heads=3), ValueError, "divisible by heads"),
     (dict(d=8, norm="sandwich"), ValueError, "norm must be one of"),
-    (dict(d=8, activation="gelu"), ValueError, "activation must be one of"),
+    (dict(d=8, activation="swish"), ValueError, "activation must be one of"),
+    (dict(d=8, sigma_o2=-0.1), ValueError, "sigma_o2 must be >= 0"),
+    (dict(d=8, sigma_bv2=float("inf")), ValueError, "sigma_bv2 must be finite"),
     (dict(d=8, alpha_sa=-1.0), ValueError, "alpha_sa must be >= 0"),
     (dict(d=8, sigma_qk2=float("nan")), ValueError, "sigma_qk2 must be finite"),
     (dict(d=8.0), TypeError, "d must be an int"),
@@ -144,3 +147,64 @@ def test_forward_rejects_params_of_another_architecture():
     params = sp.sample_transformer(sp.BlockConfig(d=16, d_ff=32), 2, generator=0)
     with pytest.raises(ValueError, match="params do not match config: w1"):
         sp.transformer_forward(x, params, sp.BlockConfig(d=16))
+
+
+# ---------------------------------------------------------------- off-the-shelf pieces
+
+
+OFF_THE_SHELF = [
+    dict(sigma_o2=0.7, sigma_bv2=0.1, sigma_bo2=0.2, activation="gelu", heads=2, d_ff=12, sigma_w2_out=1.3,
+         sigma_b2_out=0.05),
+    dict(sigma_bv2=0.1, sigma_bo2=0.2, activation="gelu_tanh", norm="pre", causal=True),
+    dict(sigma_o2=1.1, sigma_bv2=0.3, gain_control=True, norm="none", activation="gelu", branch_sa=0.6),
+    dict(sigma_o2=0.5, heads=4, norm="pre", activation="relu", causal=True, alpha_sa=0.8),
+]
+
+
+@pytest.mark.parametrize("kw", OFF_THE_SHELF)
+def test_off_the_shelf_pieces_match_the_independent_reference(kw):
+    # W_O, value and output biases, GELU (both forms), separate second-layer variances: both kernels against
+    # tests/reference_transformer.py (written from the definitions, no shared code); float64 rounding only
+    cfg = sp.BlockConfig(d=8, sigma_qk2=0.2, sigma_b2=0.1, **kw)
+    params = sp.sample_transformer(cfg, 2, inits=2, generator=0, dtype=torch.float64)
+    x = sp.gaussian_tokens(2, 3, T=4, d=8, generator=1, dtype=torch.float64)
+    models = [NaiveTransformer(cfg, 2).double().load(params, i) for i in range(2)]
+    from sigprop._block import _forward_reference
+    with torch.no_grad():
+        ref = naive_forward(models, x)
+        fast = sp.transformer_forward(x, params, cfg)
+        loop = _forward_reference(x, params, cfg, lambda y: y)
+    scale = float(ref.abs().max())
+    assert torch.allclose(fast, ref, rtol=0, atol=1e-12 * scale) and torch.allclose(loop, ref, rtol=0, atol=1e-12 * scale)
+
+
+def test_documents_block_draws_do_not_move():
+    # the optional weights are drawn after the documents' ones, and only when present: the same seed gives the
+    # same W_Q ... b_2 with or without them (the ledger's and the chapters' numbers stay put)
+    base = sp.BlockConfig(d=16, heads=2, sigma_qk2=0.1, sigma_b2=0.05)
+    more = dataclasses.replace(base, sigma_o2=0.5, sigma_bv2=0.2, sigma_bo2=0.1)
+    a = sp.sample_transformer(base, 3, inits=2, generator=7)
+    b = sp.sample_transformer(more, 3, inits=2, generator=7)
+    for name in ("w_q", "w_k", "w_v", "w1", "b1", "w2", "b2"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert a.w_o.shape == (2, 3, 0, 0) and not a.has_out_proj and b.has_out_proj
+    assert not a.b_v.any() and not a.b_o.any() and b.b_v.any() and b.b_o.any()
+
+
+def test_off_the_shelf_weight_variances():
+    d, f = 64, 96
+    cfg = sp.BlockConfig(d=d, d_ff=f, heads=4, sigma_o2=0.6, sigma_bv2=0.3, sigma_bo2=0.2, sigma_w2=1.5,
+                         sigma_w2_out=0.7, sigma_b2=0.1, sigma_b2_out=0.4, sigma_qk2=0.05)
+    p = sp.sample_transformer(cfg, 1, inits=200, generator=0, dtype=torch.float64)
+    # per init the mean square of many i.i.d. entries; over 200 inits |mean - variance| <= Z SE
+    for t, want in ((p.w_o, 0.6 / d), (p.b_v, 0.3), (p.b_o, 0.2), (p.w1, 1.5 / d), (p.w2, 0.7 / f),
+                    (p.b1, 0.1), (p.b2, 0.4)):
+        assert sp.estimate(t.pow(2).flatten(1).mean(1)).agrees(want, z=Z)
+    assert cfg.map_params(16)["sigma_w2_out"] == 0.7 and sp.BlockConfig(d=8).map_params(16)["sigma_o2"] == 1.0
+
+
+def test_forward_checks_the_output_projection():
+    cfg = sp.BlockConfig(d=16, sigma_o2=0.5)
+    params = sp.sample_transformer(sp.BlockConfig(d=16), 1, inits=2, generator=0)
+    with pytest.raises(ValueError, match="w_o has shape"):
+        sp.transformer_forward(sp.gaussian_tokens(2, T=5, d=16, generator=1), params, cfg)

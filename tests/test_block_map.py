@@ -73,7 +73,7 @@ def test_block_map_rejects_bad_options():
     with pytest.raises(ValueError, match="norm must be one of"):
         th.block_map(1.0, 0.0, beta=1.0, norm="middle")
     with pytest.raises(ValueError, match="activation must be one of"):
-        th.block_map(1.0, 0.0, beta=1.0, activation="gelu")
+        th.block_map(1.0, 0.0, beta=1.0, activation="swish")
     with pytest.raises(ValueError, match="beta must be >= 0"):
         th.block_map(1.0, 0.0, beta=-1.0)
     with pytest.raises(ValueError, match=r"\|p\| <= q"):
@@ -150,3 +150,125 @@ def test_one_config_drives_the_map_and_the_random_block():
         th.block_map(1.0, 0.2, cfg)
     with pytest.raises(TypeError, match="not both"):
         th.block_map(1.0, 0.2, cfg, T=64, beta=1.0)
+
+
+# ---------------------------------------------------------------- off-the-shelf pieces
+
+
+def _gelu_tanh(z):
+    return 0.5 * z * (1 + torch.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3)))
+
+
+_PHI = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z, "gelu": lambda z: z * 0.5 * (1 + torch.erf(z / math.sqrt(2))),
+        "gelu_tanh": _gelu_tanh}
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", "tanh", "linear"])
+@pytest.mark.parametrize("a, b, c", [(0.7, 1.9, 0.5), (1.0, 1.0, -0.3), (4.0, 0.25, 0.9)])
+def test_activation_kernel_against_monte_carlo(activation, a, b, c):
+    # E[phi(u) phi(v)] for unequal variances (the Gram map's case): closed form (GELU, ReLU) or quadrature
+    # against 400,000 Gaussian pairs, |MC - theory| <= Z SE
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(400_000, 2, generator=g, dtype=torch.float64)
+    r = c / math.sqrt(a * b)
+    u, v = math.sqrt(a) * z[:, 0], math.sqrt(b) * (r * z[:, 0] + math.sqrt(1 - r * r) * z[:, 1])
+    phi = _PHI[activation]
+    assert sp.estimate(phi(u) * phi(v)).agrees(th.activation_kernel(a, b, c, activation=activation), z=Z)
+
+
+def test_gelu_kernel_closed_form_is_exact():
+    # the closed form against a 200 x 200 Gauss-Hermite rule (GELU is entire: the rule converges spectrally)
+    from sigprop._block_map import _gelu
+    x, w = np.polynomial.hermite_e.hermegauss(200)
+    w = w / w.sum()
+    for a, b, c in [(1.0, 1.0, 0.3), (0.3, 2.0, 0.5), (2.0, 2.0, 2.0), (0.5, 0.5, -0.4), (5.0, 1.0, 1.9)]:
+        r = c / math.sqrt(a * b)
+        u = math.sqrt(a) * x[:, None]
+        v = math.sqrt(b) * (r * x[:, None] + math.sqrt(max(1 - r * r, 0.0)) * x[None, :])
+        quad = float((w[:, None] * w[None, :] * _gelu(u) * _gelu(v)).sum())
+        assert th.activation_kernel(a, b, c, activation="gelu") == pytest.approx(quad, rel=1e-12, abs=1e-14)
+    # c = 0: the product of the means, (a / sqrt(2 pi (1 + a))) (b / sqrt(2 pi (1 + b)))
+    assert th.activation_kernel(0.7, 1.9, 0.0, activation="gelu") == pytest.approx(
+        0.7 * 1.9 / (2 * math.pi * math.sqrt(1.7 * 2.9)), rel=1e-14)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "gelu_tanh"])
+def test_kernel_table_matches_the_quadrature(activation):
+    # large arrays with one variance pair are tabulated in the correlation (Chebyshev): same values to 1e-10
+    from sigprop._block_map import _kernel, _kernel_quad
+    r = np.random.default_rng(0).uniform(-1, 1, (40, 40))
+    for q1 in (0.3, 1.0, 6.0):
+        a = np.full(r.shape, q1)
+        np.testing.assert_allclose(_kernel(a, a, r * q1, activation), _kernel_quad(a, a, r, activation),
+                                   rtol=0, atol=1e-10 * max(1.0, q1))
+
+
+def test_mlp_map_second_layer_variances_against_monte_carlo():
+    # W_2 and b_2 with their own variances (off-the-shelf MLPs), GELU, d_ff != d
+    q, p, sw, sb, sw_out, sb_out = 1.0, 0.35, 0.8, 0.05, 1.7, 0.02
+    g = torch.Generator().manual_seed(5)
+    n, d, f = 3000, 48, 96
+    x = torch.randn(n, 2, d, generator=g, dtype=torch.float64)
+    x = math.sqrt(q) * torch.stack([x[:, 0], (p / q) * x[:, 0] + math.sqrt(1 - (p / q) ** 2) * x[:, 1]], 1)
+    w1 = torch.randn(n, f, d, generator=g, dtype=torch.float64) * math.sqrt(sw / d)
+    b1 = torch.randn(n, 1, f, generator=g, dtype=torch.float64) * math.sqrt(sb)
+    w2 = torch.randn(n, d, f, generator=g, dtype=torch.float64) * math.sqrt(sw_out / f)
+    b2 = torch.randn(n, 1, d, generator=g, dtype=torch.float64) * math.sqrt(sb_out)
+    y = _PHI["gelu"](x @ w1.transpose(-1, -2) + b1) @ w2.transpose(-1, -2) + b2
+    tq, tp = th.mlp_map(q, p, sigma_w2=sw, sigma_b2=sb, activation="gelu", sigma_w2_out=sw_out, sigma_b2_out=sb_out)
+    assert sp.estimate((y[:, 0] ** 2).mean(-1)).agrees(tq, z=Z) and sp.estimate((y[:, 0] * y[:, 1]).mean(-1)).agrees(tp, z=Z)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(norm="post", heads=4, d_ff=256, activation="gelu", sigma_o2=0.6, sigma_bv2=0.05, sigma_bo2=0.02,
+         sigma_w2=0.5, sigma_w2_out=1.5, sigma_b2=0.01, sigma_b2_out=0.03, sigma_v2=0.8),
+    dict(norm="pre", heads=2, d_ff=64, activation="gelu_tanh", sigma_o2=0.3, sigma_bv2=0.05, sigma_w2=0.5,
+         sigma_w2_out=0.4, sigma_v2=0.8),
+    dict(norm="post", gain_control=True, sigma_bv2=0.2, sigma_o2=0.5, activation="gelu", **sp.presets.GG_APP_C1),
+])
+def test_off_the_shelf_block_map_against_random_transformers(kw):
+    # the generalised map (W_O, value/output biases, heads, d_ff != d, GELU, second-layer variances) against
+    # sigprop's random blocks at finite T; the blocks share initialisations: one curve-level test, level 1e-3
+    # (16 >= 13 initialisations, 9999 sign-flip resamples)
+    T, d, depth = 32, 128, 6
+    cfg = sp.BlockConfig.from_beta(1.2, T=T, d=d, **kw)
+    est = sp.mc_cosine_vs_depth(cfg, depth, T=T, inits=16, seqs=2, rho0=0.2, generator=0)
+    q, p = th.iterate_block_map(1.0, float(est.mean[0]), depth, cfg, T=T)
+    assert sp.curve_agreement(est.samples[:, 1:], (p / q)[1:], level=1e-3, n_resamples=9999).passed
+
+
+def test_w_o_is_a_factor_and_the_value_bias_an_offset():
+    # q_SA = sigma_o2 (sigma_v2 (p + (q-p) Y2) + sigma_bv2) + sigma_bo2 (no residual: alpha = 0, no LN, no MLP)
+    kw = dict(beta=2.5, sigma_v2=0.7, alpha_sa=0.0, norm="none", mlp=False)
+    qa, pa = th.attention_map(1.0, 0.3, beta=2.5, sigma_v2=0.7)
+    q, p = th.block_map(1.0, 0.3, sigma_o2=0.4, sigma_bv2=0.2, sigma_bo2=0.05, **kw)
+    assert (q, p) == (pytest.approx(0.4 * (qa + 0.2) + 0.05), pytest.approx(0.4 * (pa + 0.2) + 0.05))
+    q, p = th.block_map(1.0, 0.3, sigma_o2=0.4, sigma_bv2=0.2, gain_control=True, **kw)   # gain control drops b_V
+    qg, pg = th.attention_map(1.0, 0.3, beta=2.5, sigma_v2=0.7, gain_control=True)
+    assert (q, p) == (pytest.approx(0.4 * qg), pytest.approx(0.4 * pg))
+
+
+def test_value_bias_reproduces_the_authors_theory_code():
+    # Giorlandino & Goldt's repository (theory_update_relu.py) adds var_b after attention; Algorithm 1 as printed
+    # does not. The map with sigma_bv2 = sigma_b2 is their code's update (T -> infinity, post-LN, ReLU).
+    def authors(p, beta, var_w, var_v, var_b, alpha_a, alpha_mlp):
+        bc = math.sqrt(2 / (1 - p))
+        q_att = p if beta < bc else p + (1 - p) * (1 - bc / beta)
+        p0 = (var_v * p + var_b + alpha_a**2 * p) / (var_v * q_att + var_b + alpha_a**2)
+        q1, p1 = var_w + var_b, var_w * p0 + var_b
+        c = p1 / q1
+        f = (math.sqrt(1 - c * c) + c * (math.pi - math.acos(c))) / math.pi
+        return (var_w * q1 / 2 * f + var_b + alpha_mlp**2 * p0) / (var_w * q1 / 2 + var_b + alpha_mlp**2)
+
+    for beta, alpha, rho in [(0.5, 1.0, 0.2), (3.0, 1.5, 0.1), (3.0, 2.0, 0.6)]:
+        q, p = th.block_map(1.0, rho, beta=beta, alpha_sa=alpha, sigma_bv2=0.0004, **sp.presets.GG_APP_C1)
+        assert p / q == pytest.approx(authors(rho, beta, 0.2, 0.2, 0.0004, alpha, 1.0), rel=1e-12)
+        q0, p0 = th.block_map(1.0, rho, beta=beta, alpha_sa=alpha, **sp.presets.GG_APP_C1)
+        assert p0 / q0 != pytest.approx(p / q, rel=1e-9)       # Algorithm 1 as printed differs
+
+
+def test_block_map_refuses_a_causal_config():
+    cfg = sp.BlockConfig.from_beta(1.0, T=16, d=32, causal=True)
+    with pytest.raises(ValueError, match="iterate_gram_map"):
+        th.block_map(1.0, 0.2, cfg, T=16)
+    th.block_map(1.0, 0.2, dataclasses.replace(cfg, causal=False), T=16)

@@ -1,7 +1,8 @@
 """Tests for sigprop._gradients: Noci et al. (2022) Lemma 3.1, Theorem 3.2, Eqs. (17)-(18).
 
-Monte Carlo checks assert |MC - theory| <= 4 SE with fixed seeds; exact identities use
-the float64 row of sp.TOL.
+Monte Carlo checks are single points, each from its own draws, with |MC - theory| <= 4 SE at fixed seeds
+(conftest.Z: two-sided 6e-5 per check); exact identities use the float64 row of sp.TOL, times a stated
+factor where a result sums many rounded terms.
 """
 import math
 
@@ -59,6 +60,7 @@ def test_closed_form_matches_autograd(n, d, d_k):
     auto = attention_jacobian_sq_norms(x, wq, wk, wv, wrt=("v", "q", "k"))
     closed = softmax_param_grad_sq_norms(x, wq, wk, wv)
     for name in "vqk":
+        # the closed form and autograd sum the same O(n^2 d) products in different orders: 100 x float64 rtol
         torch.testing.assert_close(closed[name], auto[name], rtol=RTOL * 100, atol=ATOL)
 
 
@@ -78,6 +80,7 @@ def test_eq6_value_gradient_is_exact_under_uniform_attention():
     x = torch.randn(8, 5, 4, generator=g, dtype=torch.float64)
     wq, wk, wv = _weights(8, 4, generator=g)
     got = attention_jacobian_sq_norms(x, wq, wk, wv, attention="uniform", wrt=("v",))["v"]
+    # Eq. (6) involves no weight: an identity, up to summing n d^2 rounded squares (10 x float64 rtol)
     torch.testing.assert_close(got, value_grad_sq_norm(x), rtol=RTOL * 10, atol=ATOL)
 
 
@@ -138,7 +141,7 @@ def test_theorem32_collapsed_input_kills_query_key_gradients_only():
     # a rank-one input with unequal token scales is not enough (Theorem 3.2 needs X = 1 x^T)
     a = torch.linspace(0.5, 1.5, n, dtype=torch.float64).view(1, n, 1)
     out = attention_jacobian_sq_norms(a * x, wq, wk, wv, attention="uniform", wrt=("q",))
-    assert float(out["q"].min()) > 1e-6
+    assert float(out["q"].min()) > 1e-6      # B = ||La||^2 x x^T != 0: far above float64 rounding
 
 
 # ----------------------------------------------------------------------------- Section 3.3

@@ -11,9 +11,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
+import sigprop._localisation
+import sigprop._locater
 from sigprop._tokens import random_walk_tokens
-from sigprop._localisation import (anisotropic_sigma, gaussian_propagation_probability,
+from sigprop._localisation import (anisotropic_sigma, gaussian_propagation_probability, qk_gradient_terms,
                                    last_query_logits, linearised_softmax_argument,
                                    min_entropy_bound, one_spike_entropy, piecewise_linear_softmax,
                                    propagation_indicator, qk_norms, qk_traces, rho_theta,
@@ -21,9 +24,12 @@ from sigprop._localisation import (anisotropic_sigma, gaussian_propagation_proba
                                    signal_propagation_moments_paper, spectral_qk_matrix,
                                    variance_profile, xi_eta, zhai_entropy_bound)
 from sigprop._montecarlo import monte_carlo
+from sigprop._validate import TOL
 from conftest import Z
 
 Z_PROFILE = 4.5
+#: float32 rounding of a float64 computation (exact identities: the dtype tolerance table)
+TOL32 = TOL[torch.float32]
 
 
 def _z_stats(T, d, w_qk, sigma, lam):
@@ -198,6 +204,12 @@ def test_last_query_logits_match_einsum():
     assert torch.allclose(om, ref)
     with pytest.raises(ValueError, match="w_qk"):
         last_query_logits(x, torch.zeros(5, 5, dtype=torch.float64), 1.0)
+    bad = x.clone()
+    bad[0, 1, 2] = float("nan")
+    with pytest.raises(ValueError, match="finite"):
+        last_query_logits(bad, a, 2.0)
+    with pytest.raises(TypeError, match="floating"):
+        last_query_logits(torch.ones(2, 3, 6, dtype=torch.int64), a, 2.0)
 
 
 # ------------------------------------------------------------------ samplers
@@ -353,3 +365,202 @@ def test_exact_variance_with_negative_tr_w2():
     assert est.agrees(v, z=Z_PROFILE), est.zscore(v)
     with pytest.raises(ValueError, match="tr_w2"):
         signal_propagation_moments(i, T, tr_w=0.0, tr_w2=-2.0, lam=1.0)
+
+
+# ------------------------------------------------------------------ devices
+#
+# No accelerator is needed: the ``meta`` device stands in for one. ``DeviceAudit`` is a TorchFunctionMode
+# that (a) lets a sampler "draw" on meta with a generator whose device reads ``meta`` (torch has no meta
+# generator: the random factories are called without it), (b) answers ``bool()`` of a meta tensor (the
+# finite checks at the public boundary) and (c) records every op that mixes a non-scalar CPU tensor with a
+# meta one -- exactly the ops that raise "Expected all tensors to be on the same device" on CUDA -- and
+# every tensor created on the CPU or in float64 on the stand-in device.
+
+
+class MetaGenerator(torch.Generator):
+    """A CPU generator that reports the ``meta`` device (what a CUDA generator is to the code under test)."""
+
+    @property
+    def device(self):
+        return torch.device("meta")
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
+
+
+#: what reading a value out of a meta tensor returns (finite checks, symmetry and sign checks pass)
+_READOUTS = {torch.Tensor.__bool__: True, torch.Tensor.__float__: 1.0, torch.Tensor.item: 1.0, torch.allclose: True}
+
+
+def _target(func, args, kwargs):
+    """The device a ``Tensor.to``/``Tensor.cpu`` call moves to (the tensor's own when none is named)."""
+    if func is torch.Tensor.cpu:
+        return torch.device("cpu")
+    for a in list(args[1:]) + [kwargs.get("device")]:
+        if isinstance(a, (str, torch.device)):
+            return torch.device(a)
+        if isinstance(a, torch.Tensor):
+            return a.device
+    return args[0].device
+
+
+class DeviceAudit(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.mixed, self.cpu_created, self.float64_on_meta, self.to_cpu = [], [], [], []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", str(func))
+        meta_in = any(t.device.type == "meta" for t in _tensors(args))
+        if meta_in and func in _READOUTS:                  # boundary checks read a value: meta has none
+            return _READOUTS[func]
+        if meta_in and func in (torch.Tensor.to, torch.Tensor.cpu) and _target(func, args, kwargs).type == "cpu":
+            self.to_cpu.append(name)                       # a transfer off the device: emulate it
+            src = args[0]
+            dtype = next((a for a in list(args[1:]) + list(kwargs.values()) if isinstance(a, torch.dtype)), src.dtype)
+            return torch.zeros(src.shape, dtype=dtype)
+        if isinstance(kwargs.get("generator"), MetaGenerator):
+            if torch.device(kwargs.get("device") or "cpu").type != "meta":
+                self.cpu_created.append(f"{name} drawn off the generator's device")
+            kwargs.pop("generator")
+        inputs = [t for t in _tensors((args, kwargs)) if not (t.device.type == "cpu" and t.ndim == 0)]
+        if len({t.device.type for t in inputs}) > 1:
+            self.mixed.append(f"{name}: {sorted({str(t.device) for t in inputs})}")
+        out = func(*args, **kwargs)
+        for t in _tensors(out):
+            if t.device.type == "cpu" and t.ndim > 0:
+                self.cpu_created.append(f"{name} -> cpu {tuple(t.shape)}")
+            if t.device.type == "meta" and t.dtype == torch.float64:
+                self.float64_on_meta.append(name)
+        return out
+
+
+@pytest.fixture
+def meta_is_mps(monkeypatch):
+    """Make ``meta`` behave like Apple MPS for the float64 policy: float64 work goes to the CPU."""
+    def float64_device(device=None):
+        device = torch.device("meta") if device is None else torch.device(device)
+        return torch.device("cpu") if device.type == "meta" else device
+    monkeypatch.setattr(sigprop._localisation, "float64_device", float64_device)
+    monkeypatch.setattr(sigprop._locater, "float64_device", float64_device)
+
+
+def test_samplers_draw_on_the_generators_device():
+    """The Bao 01 / ledger crash: W_QK drawn on the CPU while the walks of a Monte Carlo are drawn on CUDA."""
+    with DeviceAudit() as audit:
+        g = MetaGenerator()
+        a = spectral_qk_matrix(2, d=4, mean=0.1, scale=0.3, generator=g)
+        s = anisotropic_sigma(4, generator=g)
+        x = random_walk_tokens(2, 3, T=5, d=4, generator=g, dtype=torch.float64)
+        omega = last_query_logits(x, a[:, None], 2.0)
+        ind = propagation_indicator(omega)
+        tr = qk_traces(a, s)
+        q = qk_norms(a, s)
+    assert a.device.type == s.device.type == ind.device.type == "meta" and a.dtype == torch.float64
+    assert ind.shape == (2, 3, 5)
+    assert all(v.device.type == "meta" for v in tr.values())
+    assert all(v.device.type == "meta" for v in q.values() if isinstance(v, torch.Tensor))
+    assert not audit.mixed, audit.mixed
+    assert not audit.cpu_created, audit.cpu_created
+    assert not audit.to_cpu, audit.to_cpu
+
+
+def test_logits_follow_the_tokens_device_and_dtype():
+    """A W_QK drawn once with an int seed (CPU, float64) works with walks drawn on an accelerator in float32."""
+    w_cpu = spectral_qk_matrix(d=4, mean=0.0, scale=1.0, generator=0)
+    with DeviceAudit() as audit:
+        x = random_walk_tokens(7, T=5, d=4, generator=MetaGenerator())          # float32 on "the accelerator"
+        omega = last_query_logits(x, w_cpu, 2.0)
+        z = piecewise_linear_softmax(omega)
+    assert omega.device.type == z.device.type == "meta" and omega.dtype == torch.float32
+    assert not audit.mixed, audit.mixed
+    # on the CPU the result is the float64 computation rounded to float32
+    xc = random_walk_tokens(7, T=5, d=4, generator=1)
+    assert torch.allclose(last_query_logits(xc, w_cpu, 2.0), last_query_logits(xc.double(), w_cpu, 2.0).float(),
+                          rtol=TOL32[0], atol=TOL32[1])
+
+
+def test_monte_carlo_of_the_chapter_runs_on_the_default_device(monkeypatch):
+    """sp.monte_carlo puts its child generators on its device (sp.default_device() unless given: CUDA when
+    present); the chapter's sample function (walks from the child generator, W_QK fixed outside) must then stay
+    on that device. Here the device is meta, and its child generators are MetaGenerators."""
+    import sigprop._montecarlo as mc
+
+    monkeypatch.setattr(mc, "block_generator", lambda base, block, device: MetaGenerator())
+    w_qk = spectral_qk_matrix(d=8, mean=0.1, scale=0.3, generator=1)                 # CPU, as in the chapter
+
+    def sample(n, g):
+        x = random_walk_tokens(n, T=6, d=8, generator=g, dtype=torch.float64)
+        return propagation_indicator(last_query_logits(x, w_qk, math.sqrt(8)))
+
+    with DeviceAudit() as audit:
+        est = monte_carlo(sample, 20, generator=2, chunk=10, device=torch.device("meta"), progress=False)
+    assert est.mean.device.type == "meta" and est.mean.shape == (6,)
+    assert not audit.mixed, audit.mixed
+
+
+def test_float64_work_leaves_a_device_without_float64(meta_is_mps):
+    """On MPS (no float64) the samplers draw in float32 there, do the float64 work on the CPU and return
+    float32 on the device; the traces and norms come back float64 on the CPU."""
+    with DeviceAudit() as audit:
+        g = MetaGenerator()
+        a = spectral_qk_matrix(3, d=4, mean=0.1, scale=0.3, generator=g)
+        s = anisotropic_sigma(4, generator=g)
+        tr = qk_traces(a, s)
+        q = qk_norms(a)
+    assert a.device.type == s.device.type == "meta" and a.dtype == s.dtype == torch.float32
+    assert tr["tr_w"].device.type == "cpu" and tr["tr_w"].dtype == torch.float64
+    assert q["fro_qk"].device.type == "cpu"
+    assert not audit.float64_on_meta, audit.float64_on_meta
+    assert not audit.mixed, audit.mixed
+
+
+def test_samplers_device_argument_and_seed_stream():
+    """An int seed draws on the CPU by default (the numbers of the book do not change); ``device`` picks where
+    a seed's generator lives; a generator on another device than ``device`` is refused."""
+    a = spectral_qk_matrix(d=5, mean=0.2, scale=0.4, generator=3)
+    b = spectral_qk_matrix(d=5, mean=0.2, scale=0.4, generator=3, device="cpu")
+    assert a.device.type == "cpu" and a.dtype == torch.float64 and torch.equal(a, b)
+    assert spectral_qk_matrix(d=5, mean=0.2, scale=0.4, generator=3, dtype=torch.float32).dtype == torch.float32
+    with pytest.raises(ValueError, match="generator lives on"):
+        spectral_qk_matrix(d=5, mean=0.0, scale=1.0, generator=MetaGenerator(), device="cpu")
+    with pytest.raises(ValueError, match="generator lives on"):
+        anisotropic_sigma(5, generator=torch.Generator(), device="meta")
+
+
+# ------------------------------------------------------------------ the QK-gradient of Sec. 3 (App. B.1)
+
+
+def test_qk_gradient_terms_sum_to_autograd():
+    """The three terms (19)-(21) of Bao et al.'s QK-gradient (used by the ledger rows on Eq. (4)) add up to the
+    autograd gradient of J = E||y - F||^2/2 for the one-layer model with the clipped linear softmax.
+    Float64; tolerance: sp.TOL float64 relative, on sums of O(N T^2 d^2) products."""
+    from sigprop.claims.bao2024 import qk_gradient_terms
+
+    g = torch.Generator().manual_seed(21)
+    N, T, d = 64, 12, 8
+    lam = math.sqrt(d)
+    w_qk = spectral_qk_matrix(d=d, mean=0.3, scale=1.0, generator=g)       # large enough that some Z_i clip
+    w_v = torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
+    w_f = torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d) + torch.eye(d, dtype=torch.float64)
+    walk = random_walk_tokens(N, T=T + 1, d=d, generator=g, dtype=torch.float64)
+    x, y = walk[:, :T], walk[:, T]
+    z = linearised_softmax_argument(last_query_logits(x, w_qk, lam))
+    assert 0 < float(((z < 0) | (z > 1)).double().mean()) < 1                  # both branches of the clipping
+    w = w_qk.clone().requires_grad_(True)
+    s = piecewise_linear_softmax(last_query_logits(x, w, lam))               # (N, T)
+    f = ((x.transpose(-1, -2) @ s.unsqueeze(-1)).squeeze(-1) @ w_v.T + x[:, -1]) @ w_f.T
+    (0.5 * (y - f).pow(2).sum(-1).mean()).backward()
+    u19, u20, u21 = qk_gradient_terms(x, y, w_qk, w_v, w_f, lam)
+    total = (u19 + u20 + u21).T @ x[:, -1] / N                              # sum of (19)-(21), (d, d)
+    rtol, atol = TOL[torch.float64]
+    assert torch.allclose(total, w.grad, rtol=rtol, atol=atol), float((total - w.grad).abs().max())

@@ -9,6 +9,7 @@ import torch
 
 from sigprop._locater import locater_gradients, locater_penalty, qk_eigen_stats
 from sigprop._validate import TOL
+from test_localisation import DeviceAudit, meta_is_mps  # noqa: F401  (meta stands in for an accelerator)
 
 RTOL, ATOL = TOL[torch.float64]
 RTOL, ATOL = max(RTOL, 1e-9), max(ATOL, 1e-10)  # sums of O(d^3) products: float64 rounding ~1e-13 relative
@@ -70,3 +71,27 @@ def test_validation():
         locater_gradients(torch.zeros(3, 3), torch.zeros(3, 3), form="autograd")
     with pytest.raises(TypeError, match="w_q"):
         locater_penalty([[1.0]], torch.zeros(1, 1), kappa1=1.0, kappa2=1.0)
+
+
+def test_devices_follow_the_inputs():
+    """Penalty and gradients stay on the device of W_Q, W_K (meta stands in for CUDA; no CPU tensor made)."""
+    w_q = torch.randn(3, 4, 6, device="meta")
+    w_k = torch.randn(3, 4, 6, device="meta")
+    with DeviceAudit() as audit:
+        pen = locater_penalty(w_q, w_k, kappa1=1.0, kappa2=0.5)
+        grads = locater_gradients(w_q, w_k)
+        stats = qk_eigen_stats(w_q.transpose(-1, -2) @ w_k)
+    assert pen.device.type == "meta" and pen.shape == (3,)
+    assert all(v.device.type == "meta" and v.shape == w_q.shape for v in grads.values())
+    assert stats["mean"].device.type == "meta" and stats["mean"].dtype == torch.float64
+    assert not audit.mixed and not audit.cpu_created and not audit.to_cpu, (audit.mixed, audit.cpu_created)
+    with DeviceAudit(), pytest.raises(ValueError, match="one device"):
+        locater_penalty(w_q, torch.zeros(3, 4, 6), kappa1=1.0, kappa2=1.0)
+
+
+def test_eigen_stats_in_float64_off_a_device_without_it(meta_is_mps):
+    """On MPS (no float64) qk_eigen_stats computes in float64 on the CPU."""
+    with DeviceAudit() as audit:
+        stats = qk_eigen_stats(torch.randn(5, 5, device="meta"))
+    assert stats["scale"].device.type == "cpu" and stats["scale"].dtype == torch.float64
+    assert not audit.float64_on_meta, audit.float64_on_meta

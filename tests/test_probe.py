@@ -24,13 +24,8 @@ B, T, D, H, L = 3, 8, 32, 4, 3
 DTYPES = (torch.float32, torch.float64)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """The tensors here are tiny: one thread avoids waiting on a busy second core at every op."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# the tensors here are tiny: one thread avoids waiting on a busy second core at every op
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def close(a, b, dtype):
@@ -409,3 +404,23 @@ def test_errors_are_clear():
         probe(toy, x, blocks=[nn.Linear(D, 2 * D)])
     with pytest.raises(ValueError, match="scalar tensor"):
         probe(model, x, grads=True, loss=lambda h: h)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cosine_pairs_match_hand_computation(dtype):
+    # pairs=True: the cosine of every token pair per block, from the model's own hidden states
+    model, x = gpt2(dtype), inputs(dtype)
+    result = probe(model, x, pairs=True)
+    with torch.no_grad():   # the model's own route, position embeddings cancelled; the last state is after ln_f
+        hs = model(inputs_embeds=x - model.wpe(torch.arange(T)), output_hidden_states=True).hidden_states[:L]
+    assert result.cosine_pairs.shape == (L + 1, B, T, T)
+    for l, h in enumerate(hs):
+        h = h.double()
+        for t, s in ((0, 0), (0, 5), (3, 7), (7, 2)):
+            want = (h[:, t] * h[:, s]).sum(-1) / (h[:, t].norm(dim=-1) * h[:, s].norm(dim=-1))
+            close(result.cosine_pairs[l, :, t, s], want, dtype)
+    off = ~torch.eye(T, dtype=torch.bool)
+    close(result.cosine_pairs[:, :, off].mean(-1), result.cosine, dtype)   # its off-diagonal mean is `cosine`
+    assert probe(model, x).cosine_pairs is None
+    with pytest.raises(TypeError, match="pairs must be a bool"):
+        probe(model, x, pairs=1)

@@ -102,13 +102,16 @@ def test_covariance_is_psd(seed, n, N, d, rho):
        alpha_sa=st.floats(0.01, 3.0), alpha_mlp=st.floats(0.01, 3.0), sigma_w2=st.floats(0.0, 4.0),
        sigma_b2=st.floats(0.0, 1.0), sigma_v2=st.floats(0.0, 4.0),
        norm=st.sampled_from(["post", "pre", "none"]), gain=st.booleans(),
-       activation=st.sampled_from(["relu", "tanh", "linear"]))
+       activation=st.sampled_from(["relu", "tanh", "linear", "gelu", "gelu_tanh"]),
+       sigma_o2=st.floats(0.0, 3.0), sigma_bv2=st.floats(0.0, 1.0), sigma_bo2=st.floats(0.0, 1.0),
+       sigma_w2_out=st.floats(0.0, 4.0))
 def test_block_map_keeps_overlaps_ordered(q, frac, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, norm,
-                                         gain, activation):
+                                         gain, activation, sigma_o2, sigma_bv2, sigma_bo2, sigma_w2_out):
     p = frac * q
     qn, pn = sp.theory.block_map(q, p, beta=beta, alpha_sa=alpha_sa, alpha_mlp=alpha_mlp, sigma_w2=sigma_w2,
                                  sigma_b2=sigma_b2, sigma_v2=sigma_v2, norm=norm, gain_control=gain,
-                                 activation=activation)
+                                 activation=activation, sigma_o2=sigma_o2, sigma_bv2=sigma_bv2, sigma_bo2=sigma_bo2,
+                                 sigma_w2_out=sigma_w2_out)
     assert math.isfinite(qn) and math.isfinite(pn)
     assert qn > 0
     assert -1e-12 * qn <= pn <= qn * (1 + 1e-12)
@@ -173,16 +176,20 @@ def test_same_seed_bit_identical_on_cpu(seed):
 
 # ----------------------------------------------------------------------------- fast forward == reference loop
 
-@settings(max_examples=20, deadline=None, derandomize=True, database=None)
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
 @given(seed=seeds, norm=st.sampled_from(["post", "pre", "none"]), heads=st.sampled_from([1, 2]),
        gain=st.booleans(), causal=st.booleans(), activation=st.sampled_from(["relu", "tanh", "linear"]),
        mlp=st.booleans(), sigma_b2=st.sampled_from([0.0, 0.2]), alpha=st.floats(0.0, 2.0),
-       branch=st.floats(0.0, 2.0), ln_center=st.booleans())
+       branch=st.floats(0.0, 2.0), ln_center=st.booleans(), sigma_o2=st.sampled_from([None, 0.7]),
+       sigma_bv2=st.sampled_from([0.0, 0.3]), sigma_bo2=st.sampled_from([0.0, 0.1]),
+       gelu=st.sampled_from([None, "gelu", "gelu_tanh"]))
 def test_fast_forward_matches_reference_loop(seed, norm, heads, gain, causal, activation, mlp, sigma_b2, alpha,
-                                             branch, ln_center):
-    cfg = sp.BlockConfig(d=8, heads=heads, norm=norm, gain_control=gain, causal=causal, activation=activation,
+                                             branch, ln_center, sigma_o2, sigma_bv2, sigma_bo2, gelu):
+    # the off-the-shelf pieces (W_O, value and output biases, GELU in both forms) in every combination
+    cfg = sp.BlockConfig(d=8, heads=heads, norm=norm, gain_control=gain, causal=causal, activation=gelu or activation,
                          mlp=mlp, sigma_b2=sigma_b2, alpha_sa=alpha, alpha_mlp=alpha, branch_sa=branch,
-                         branch_mlp=branch, sigma_qk2=0.3, ln_center=ln_center)
+                         branch_mlp=branch, sigma_qk2=0.3, ln_center=ln_center, sigma_o2=sigma_o2,
+                         sigma_bv2=sigma_bv2, sigma_bo2=sigma_bo2)
     params = sp.sample_transformer(cfg, 3, inits=2, generator=seed, dtype=torch.float64)
     x = sp.gaussian_tokens(2, 3, T=5, d=8, generator=seed + 1, dtype=torch.float64)
     with torch.no_grad():

@@ -90,8 +90,9 @@ def test_rem_moments_finite_against_rem_monte_carlo(beta, T):
     A = torch.softmax(sigma * torch.randn(4000, T, generator=g, dtype=torch.float64), -1)
     y2 = A.pow(2).sum(-1)
     stats = torch.stack([y2, A.pow(3).sum(-1), y2**2], -1)
-    est = sp.estimate(stats)
-    assert est.agrees(np.array(sp.theory.rem_moments(beta, T=T)), z=Z)
+    # E Y2, E Y3 and E Y2^2 of the same rows: one curve, tested as a whole at level 1e-3
+    ca = sp.curve_agreement(stats, np.array(sp.theory.rem_moments(beta, T=T)), level=1e-3, n_resamples=9999)
+    assert ca.passed, str(ca)
 
 
 
@@ -103,7 +104,9 @@ def test_rem_moments_finite_against_rem_monte_carlo(beta, T):
 def test_quadrature_against_direct_simulation_over_its_range(sigma, T):
     beta = sigma / math.sqrt(math.log(T))
     est = sp.mc_rem_moments(beta, T=T, n=40_000, generator=17, device="cpu")
-    assert est.agrees(np.array(th.rem_moments(beta, T=T)), z=Z)
+    # the three moments of the same rows are correlated; Bonferroni over 3 points at family-wise level 1e-3
+    # (|z| <= 3.4) holds under any dependence (mc_rem_moments streams its sums and keeps no per-row values)
+    assert np.all(np.abs(est.zscore(np.array(th.rem_moments(beta, T=T)))) <= 3.4)
     y2, y3 = (th.ipr_finite(beta, T, r=r) for r in (2, 3))
     assert (y2, y3) == (pytest.approx(th.rem_moments(beta, T=T)[0], rel=1e-12),
                         pytest.approx(th.rem_moments(beta, T=T)[1], rel=1e-12))

@@ -62,7 +62,7 @@ BAD = [
     ("block_map beta<0", lambda: sp.theory.block_map(1.0, 0.0, beta=-1.0), ValueError, r"beta must be >= 0"),
     ("block_map norm", lambda: sp.theory.block_map(1.0, 0.0, beta=1.0, norm="sandwich"), ValueError,
      r"norm must be one of 'post', 'pre', 'none'"),
-    ("block_map activation", lambda: sp.theory.block_map(1.0, 0.0, beta=1.0, activation="gelu"), ValueError,
+    ("block_map activation", lambda: sp.theory.block_map(1.0, 0.0, beta=1.0, activation="swish"), ValueError,
      r"activation must be one of"),
     ("block_map sigma_w2<0", lambda: sp.theory.block_map(1.0, 0.0, beta=1.0, sigma_w2=-1.0), ValueError,
      r"sigma_w2 must be >= 0"),

@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 
 from ._config import (
     Profile as Profile, profile as profile, set_profile as set_profile, pick as pick,
-    default_device as default_device, float64_device as float64_device, threads_for as threads_for,
+    default_device as default_device, as_device as as_device, float64_device as float64_device,
+    widest_float as widest_float, threads_for as threads_for,
 )
 from ._random import as_generator as as_generator
 from ._validate import TOL as TOL
@@ -54,6 +55,7 @@ from ._block import (
     BlockConfig as BlockConfig, TransformerParams as TransformerParams, sample_transformer as sample_transformer,
     transformer_forward as transformer_forward, mc_cosine_vs_depth as mc_cosine_vs_depth,
 )
+from ._block_gram import GramTrajectory as GramTrajectory
 from ._trainability import (
     TrainabilityDiagram as TrainabilityDiagram, TRAINABLE as TRAINABLE, RANK_COLLAPSE as RANK_COLLAPSE,
     ENTROPY_COLLAPSE as ENTROPY_COLLAPSE, PHASE_NAMES as PHASE_NAMES,
@@ -63,6 +65,7 @@ from ._training import (
 )
 from ._lm import LMConfig as LMConfig, TinyLM as TinyLM, fit as fit
 from ._probe import probe as probe, ProbeResult as ProbeResult
+from ._real import read_init as read_init, reinitialise as reinitialise, ModelInit as ModelInit
 from ._uniform import (
     gram_sum as gram_sum, uniform_self_attention as uniform_self_attention,
     ratio_correlation as ratio_correlation, fit_power_law as fit_power_law,
@@ -76,7 +79,7 @@ from ._localisation import (
     spectral_qk_matrix as spectral_qk_matrix, anisotropic_sigma as anisotropic_sigma,
     last_query_logits as last_query_logits, linearised_softmax_argument as linearised_softmax_argument,
     piecewise_linear_softmax as piecewise_linear_softmax, propagation_indicator as propagation_indicator,
-    qk_traces as qk_traces, qk_norms as qk_norms,
+    qk_traces as qk_traces, qk_norms as qk_norms, qk_gradient_terms as qk_gradient_terms,
 )
 from ._locater import (
     locater_penalty as locater_penalty, locater_gradients as locater_gradients, qk_eigen_stats as qk_eigen_stats,
@@ -92,22 +95,23 @@ from . import presets as presets  # noqa: E402
 from . import theory as theory  # noqa: E402
 
 __all__ = [
-    "Profile", "profile", "set_profile", "pick", "default_device", "float64_device", "threads_for",
-    "as_generator", "TOL", "Estimate", "estimate", "CurveAgreement", "curve_agreement", "min_initialisations",
-    "monte_carlo", "progress_bar", "check_function", "CheckFailed", "use_book_style", "token_overlaps",
-    "cosine_matrix", "mean_cosine", "attention_ipr", "attention_entropy", "cross_token_covariance",
-    "stable_rank", "gaussian_tokens", "equicorrelated_tokens", "orthogonal_tokens", "random_walk_tokens",
-    "exact_equicorrelated_tokens", "MarkovSource", "MaskedTask", "TextCorpus", "load_text_corpus",
-    "cross_overlap_rem", "mc_rem_moments", "self_attention", "layer_norm", "attention_weights",
-    "sample_scores", "attention_layer_mc", "AttentionLayerStats", "mc_attention_ipr", "ipr_finite_width",
-    "query_jacobian_norm", "query_grad_norm_mc", "BlockConfig", "TransformerParams", "sample_transformer",
-    "transformer_forward", "mc_cosine_vs_depth", "TrainabilityDiagram", "TRAINABLE", "RANK_COLLAPSE",
-    "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm", "masked_lm_init", "LMConfig",
-    "TinyLM", "fit", "probe", "ProbeResult", "gram_sum", "uniform_self_attention", "ratio_correlation",
-    "fit_power_law", "attention_jacobian_sq_norms", "softmax_param_grad_sq_norms", "loss_grad_sq_norms",
+    "Profile", "profile", "set_profile", "pick", "default_device", "as_device", "float64_device",
+    "widest_float", "threads_for", "as_generator", "TOL", "Estimate", "estimate", "CurveAgreement",
+    "curve_agreement", "min_initialisations", "monte_carlo", "progress_bar", "check_function", "CheckFailed",
+    "use_book_style", "token_overlaps", "cosine_matrix", "mean_cosine", "attention_ipr", "attention_entropy",
+    "cross_token_covariance", "stable_rank", "gaussian_tokens", "equicorrelated_tokens", "orthogonal_tokens",
+    "random_walk_tokens", "exact_equicorrelated_tokens", "MarkovSource", "MaskedTask", "TextCorpus",
+    "load_text_corpus", "cross_overlap_rem", "mc_rem_moments", "self_attention", "layer_norm",
+    "attention_weights", "sample_scores", "attention_layer_mc", "AttentionLayerStats", "mc_attention_ipr",
+    "ipr_finite_width", "query_jacobian_norm", "query_grad_norm_mc", "BlockConfig", "TransformerParams",
+    "sample_transformer", "transformer_forward", "mc_cosine_vs_depth", "GramTrajectory", "TrainabilityDiagram",
+    "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm",
+    "masked_lm_init", "LMConfig", "TinyLM", "fit", "probe", "ProbeResult", "read_init", "reinitialise",
+    "ModelInit", "gram_sum", "uniform_self_attention", "ratio_correlation", "fit_power_law",
+    "attention_jacobian_sq_norms", "softmax_param_grad_sq_norms", "loss_grad_sq_norms",
     "transformer_layer_grad_sq_norms", "spectral_qk_matrix", "anisotropic_sigma", "last_query_logits",
     "linearised_softmax_argument", "piecewise_linear_softmax", "propagation_indicator", "qk_traces",
-    "qk_norms", "locater_penalty", "locater_gradients", "qk_eigen_stats", "common_mode_energy", "pearson",
-    "total_covariance_terms", "logit_subspace_split", "ValueCorrelation", "value_correlation_mc",
-    "covariance_matrix", "presets", "theory"
+    "qk_norms", "qk_gradient_terms", "locater_penalty", "locater_gradients", "qk_eigen_stats",
+    "common_mode_energy", "pearson", "total_covariance_terms", "logit_subspace_split", "ValueCorrelation",
+    "value_correlation_mc", "covariance_matrix", "presets", "theory"
 ]

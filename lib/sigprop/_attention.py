@@ -79,7 +79,8 @@ def _layer_norm(x: torch.Tensor, center: bool) -> torch.Tensor:
     top = x.detach().abs().amax(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
     u = x / top  # entries in [-1, 1]: |u|^2 <= d cannot overflow
     rms = torch.linalg.vector_norm(u, dim=-1, keepdim=True, dtype=_work_dtype(x.dtype)) / math.sqrt(x.shape[-1])
-    return u / rms.clamp_min(torch.finfo(rms.dtype).tiny).to(x.dtype)  # zero token: 0 / tiny = 0
+    # divide in the work dtype: a clamped rms would underflow to 0 in float16 (zero token: 0 / tiny = 0)
+    return (u / rms.clamp_min(torch.finfo(rms.dtype).tiny)).to(x.dtype)
 
 
 def _layer_norm_(x: torch.Tensor, center: bool) -> torch.Tensor:
@@ -89,7 +90,7 @@ def _layer_norm_(x: torch.Tensor, center: bool) -> torch.Tensor:
     x.div_(x.abs().amax(-1, keepdim=True).clamp_min_(torch.finfo(x.dtype).tiny))
     rms = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=_work_dtype(x.dtype))
     rms.mul_(1.0 / math.sqrt(x.shape[-1])).clamp_min_(torch.finfo(rms.dtype).tiny)
-    return x.div_(rms.to(x.dtype))
+    return x.div_(rms)  # computed in rms's (work) dtype, stored in x's
 
 
 def attention_weights(scores: torch.Tensor, *, scale: float = 1.0, causal: bool = False) -> torch.Tensor:
@@ -98,6 +99,12 @@ def attention_weights(scores: torch.Tensor, *, scale: float = 1.0, causal: bool 
     ``scores`` (..., T, S) are raw query-key products; the row maximum is subtracted before scaling,
     so a huge finite ``scale`` gives the arg-max row instead of NaN. ``causal`` masks ``s > t``.
     """
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():  # cheap checks only: a hot path
+        raise TypeError(f"scores must be a floating-point torch.Tensor; got {type(scores).__name__}"
+                        + (f" of {scores.dtype}" if isinstance(scores, torch.Tensor) else ""))
+    if scores.ndim < 1 + bool(causal):
+        raise ValueError(f"scores must have at least {1 + bool(causal)} dimensions; got shape {tuple(scores.shape)}")
+    scale = check_real(scale, "scale")
     work = scores.to(_work_dtype(scores.dtype))
     if abs(scale) > 1e30 and work.dtype != torch.float64:  # scale itself would round to inf in float32
         work = work.double()
@@ -155,6 +162,7 @@ def self_attention(x: torch.Tensor, w_q: torch.Tensor | None = None, w_k: torch.
         if w_qk.shape[-2:] != (d, d):
             raise ValueError(f"w_qk must have shape (..., d, d)=(..., {d}, {d}); got {tuple(w_qk.shape)}")
         check_same_device(x=x, w_qk=w_qk)
+        _check_batch(x, w_qk=w_qk, w_v=w_v)
         scale = 1.0 / math.sqrt(d)
         xw = x.to(work)
         scores = xw @ w_qk.to(work) @ xw.transpose(-1, -2)
@@ -168,6 +176,7 @@ def self_attention(x: torch.Tensor, w_q: torch.Tensor | None = None, w_k: torch.
         if w_q.shape[-2] != w_k.shape[-2]:
             raise ValueError(f"w_q and w_k must share d_k; got {w_q.shape[-2]} and {w_k.shape[-2]}")
         check_same_device(x=x, w_q=w_q, w_k=w_k)
+        _check_batch(x, w_q=w_q, w_k=w_k, w_v=w_v)
         scale = 1.0 / math.sqrt(w_q.shape[-2])
         xw = x.to(work)
         scores = (xw @ w_q.to(work).transpose(-1, -2)) @ (xw @ w_k.to(work).transpose(-1, -2)).transpose(-1, -2)
@@ -181,12 +190,17 @@ def self_attention(x: torch.Tensor, w_q: torch.Tensor | None = None, w_k: torch.
             raise ValueError(f"w_v must have shape (..., d_v, d) with d={d}; got {tuple(w_v.shape)}")
         check_same_device(x=x, w_v=w_v)
         v = x @ w_v.transpose(-1, -2)
-    try:
-        torch.broadcast_shapes(scores.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(f"batch dimensions of x and the weights must broadcast; got logits {tuple(scores.shape)} "
-                         f"and values {tuple(v.shape)}") from None
     return _mix(scores, v, scale=scale, causal=causal, gain_control=gain_control)
+
+
+def _check_batch(x, **weights):
+    """The batch dimensions (all but the last two) of ``x`` and of every given weight broadcast."""
+    given = {k: w for k, w in weights.items() if isinstance(w, torch.Tensor)}
+    try:
+        torch.broadcast_shapes(x.shape[:-2], *(w.shape[:-2] for w in given.values()))
+    except RuntimeError:
+        got = ", ".join(f"{k} {tuple(w.shape)}" for k, w in {"x": x, **given}.items())
+        raise ValueError(f"batch dimensions of x and the weights must broadcast; got {got}") from None
 
 
 # ---------------------------------------------------------------- its maps
@@ -206,8 +220,12 @@ def score_covariance(x, *, beta):
         raise ValueError(f"x needs T >= 2 tokens; got shape {tuple(x.shape)}")
     xd = x.double()
     Q = xd @ xd.transpose(-1, -2) / d  # (..., T, T)
-    s2 = float(beta) ** 2 * math.log(T)
-    return s2 * Q[..., :, None, :, None] * Q[..., None, :, None, :]  # [t, s, tau, sigma]
+    s2 = float(beta) * float(beta) * math.log(T)
+    out = s2 * Q[..., :, None, :, None] * Q[..., None, :, None, :]  # [t, s, tau, sigma]
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"score_covariance overflows float64 (beta = {float(beta):g}, largest |x_t . x_s|/d = "
+                         f"{float(Q.abs().max()):g}); rescale x or beta")
+    return out
 
 
 class CrossOverlap(str, enum.Enum):

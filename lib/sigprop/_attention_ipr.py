@@ -17,7 +17,7 @@ import math
 import numpy as np
 import torch
 
-from ._config import as_device
+from ._config import as_device, float64_device, widest_float
 from ._estimate import Estimate
 from ._random import as_generator, block_generator, draw_seed
 from ._rem import _check_r, _quadrature
@@ -47,11 +47,12 @@ def ipr_finite_width(beta, *, T: int, d: int, q: float = 1.0, p: float = 0.0, r:
     qa, pa = check_overlaps(q, p, strict=False)
     r = float(_check_r(r))
     g = as_generator(generator)
-    gq = torch.randn(samples, d, d, generator=g, dtype=torch.float64)
-    gk = torch.randn(samples, d, d, generator=g, dtype=torch.float64)
-    x = math.sqrt(float(qa)) * torch.randn(samples, d, generator=g, dtype=torch.float64)
+    dev = g.device   # a theory computation: the generator's device (the CPU for an int seed)
+    gq = torch.randn(samples, d, d, generator=g, device=dev, dtype=widest_float(dev))
+    gk = torch.randn(samples, d, d, generator=g, device=dev, dtype=gq.dtype)
+    x = math.sqrt(float(qa)) * torch.randn(samples, d, generator=g, device=dev, dtype=gq.dtype)
     w = torch.einsum("nji,nj->ni", gk, torch.einsum("nij,nj->ni", gq, x))  # G_K^T G_Q x_t
-    unit = (w.norm(dim=-1) * math.sqrt(math.log(T)) / d**1.5 * math.sqrt(float(qa - pa))).numpy()
+    unit = (w.norm(dim=-1) * math.sqrt(math.log(T)) / d**1.5 * math.sqrt(float(qa - pa))).double().cpu().numpy()
     means, ses = [], []
     for b in betas:
         sig = b * unit
@@ -60,7 +61,9 @@ def ipr_finite_width(beta, *, T: int, d: int, q: float = 1.0, p: float = 0.0, r:
         y = CubicSpline(grid, vals)(sig) if np.ptp(grid) > 0 else np.full_like(sig, vals[0])
         means.append(y.mean())
         ses.append(y.std(ddof=1) / math.sqrt(samples))
-    return Estimate(torch.tensor(means, dtype=torch.float64), torch.tensor(ses, dtype=torch.float64), samples)
+    cpu = torch.device("cpu")
+    return Estimate(torch.tensor(means, dtype=torch.float64, device=cpu), torch.tensor(ses, dtype=torch.float64, device=cpu),
+                    samples)
 
 
 #: Keys are drawn in blocks of this many tokens, each from its own seed, so results do not
@@ -141,14 +144,15 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
     # O(inits queries chunk), independent of len(beta) and T.
     bs = [float(v) for v in betas * unit]
     shape = (len(betas), inits, queries)
-    run_max = torch.full(shape, -math.inf, device=device, dtype=torch.float64)
-    s1 = torch.zeros(shape, device=device, dtype=torch.float64)
-    sr = torch.zeros(*shape, len(rs), device=device, dtype=torch.float64)
+    acc = widest_float(device)  # float64, float32 on MPS
+    run_max = torch.full(shape, -math.inf, device=device, dtype=acc)
+    s1 = torch.zeros(shape, device=device, dtype=acc)
+    sr = torch.zeros(*shape, len(rs), device=device, dtype=acc)
     per_chunk = chunk // KEY_BLOCK
     width = min(chunk, n_blocks * KEY_BLOCK)
     # reused buffers: fresh multi-MB allocations each step cost more than the arithmetic (page faults)
     kbuf = torch.empty(inits, width, d, device=device, dtype=dtype)
-    ebuf = torch.empty(inits, queries, width, device=device, dtype=torch.float64)
+    ebuf = torch.empty(inits, queries, width, device=device, dtype=acc)
     pbuf = torch.empty_like(ebuf) if any(r_ != 1 for r_ in rs) else None
     bar = None
     if progress or (progress is None and T * inits * queries * len(betas) > 2e9):
@@ -164,7 +168,7 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
                 keys(b, out=kbuf[:, c:c + size])
             c += size
         kv = kbuf[:, :c] @ wk.transpose(-1, -2)
-        rel = (qv @ kv.transpose(-1, -2)).double()  # (n, Q, c) logits / b
+        rel = (qv @ kv.transpose(-1, -2)).to(acc)  # (n, Q, c) logits / b
         del kv
         top = rel.amax(-1)  # (n, Q)
         rel.sub_(top[..., None])  # <= 0
@@ -193,9 +197,9 @@ def mc_attention_ipr(beta, *, T: int, d: int, inits: int = 16, queries: int = 32
             bar.update(min(n_blocks, start + per_chunk) - start)
     if bar is not None:
         bar.close()
-    rt = torch.as_tensor(rs, device=device, dtype=torch.float64)
+    rt = torch.as_tensor(rs, device=device, dtype=acc)
     y = sr / s1[..., None] ** rt  # (B, n, Q, R)
-    per_init = y.mean(2)  # (B, n, R)
+    per_init = y.mean(2).to(float64_device(device), torch.float64)  # (B, n, R)
     mean = per_init.mean(1)
     se = per_init.std(1, unbiased=True) / math.sqrt(inits)
     return Estimate(mean, se, inits, per_init.movedim(1, 0))  # samples (inits, B, R): for curve-level tests

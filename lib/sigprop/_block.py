@@ -7,17 +7,24 @@ One block (Giorlandino & Goldt 2025, Eq. (8); Noci et al. 2022, Eqs. (2)-(3)):
 * ``none``:  x <- alpha_sa x + branch_sa SA(x);         x <- alpha_mlp x + branch_mlp MLP(x)
 
 ``alpha_*`` are Giorlandino & Goldt's skip strengths, ``branch_*`` Noci et al.'s ``alpha_1, alpha_2``
-(branch weights). SA has ``heads`` heads of width ``d_k`` for queries/keys and ``d / heads`` for values
-(concatenated; no output projection), and ``MLP(x) = W_2 phi(W_1 x + b_1) + b_2``.
+(branch weights). SA has ``heads`` heads of width ``d_k`` for queries/keys and ``d / heads`` for values,
+concatenated: ``SA(x)_t = W_O concat_h(sum_s A^h_ts (W_V^h x_s + b_V^h)) + b_O``, and
+``MLP(x) = W_2 phi(W_1 x + b_1) + b_2`` with ``phi`` ReLU, tanh, the identity, GELU ``x Phi(x)``
+(``"gelu"``) or its tanh approximation (``"gelu_tanh"``, GPT-2's ``gelu_new``).
 
 Initialisation (all Gaussian, zero mean): ``W_Q, W_K`` entries variance ``sigma_qk2`` (default Xavier,
-Noci et al. 2022, Sec. 3); ``W_V`` ``sigma_v2 / d``; ``W_1`` ``sigma_w2 / d``; ``W_2`` ``sigma_w2 / d_ff``;
-biases ``sigma_b2``. :meth:`BlockConfig.from_beta` sets ``sigma_qk2 = beta sqrt(log T) / d`` (Giorlandino
-& Goldt, Result 1) and :meth:`BlockConfig.beta` reads the equivalent ``beta`` back at a sequence length.
+Noci et al. 2022, Sec. 3); ``W_V`` ``sigma_v2 / d``; ``W_1`` ``sigma_w2 / d``; ``W_2`` ``sigma_w2_out / d_ff``
+(default ``sigma_w2``); ``b_1`` ``sigma_b2``, ``b_2`` ``sigma_b2_out`` (default ``sigma_b2``). The documents'
+block has no output projection and no attention biases (``sigma_o2=None``, ``sigma_bv2 = sigma_bo2 = 0``);
+off-the-shelf models have ``W_O`` (entries ``sigma_o2 / d``), a value bias ``b_V`` (``sigma_bv2``) and an
+output bias ``b_O`` (``sigma_bo2``). :meth:`BlockConfig.from_beta` sets ``sigma_qk2 = beta sqrt(log T) / d``
+(Giorlandino & Goldt, Result 1) and :meth:`BlockConfig.beta` reads the equivalent ``beta`` back at a
+sequence length.
 
 **One config, two descriptions.** The same :class:`BlockConfig` drives the random block
 (:func:`sample_transformer`, :func:`transformer_forward`, :func:`mc_cosine_vs_depth`) and its analytic
-map (:func:`sigprop.theory.block_map`, :func:`sigprop.theory.iterate_block_map`, ``sigprop._block_map``).
+map (:func:`sigprop.theory.block_map`, :func:`sigprop.theory.iterate_block_map`, ``sigprop._block_map``;
+for causal attention, position by position, :func:`sigprop.theory.iterate_gram_map`).
 
 Weights carry leading ``(inits, depth)`` axes so that many independent networks run as one batched
 computation; activations have shape ``(inits, samples, T, d)``. The plain block loop below is the
@@ -59,9 +66,13 @@ class Activation(str, enum.Enum):
     RELU = "relu"
     TANH = "tanh"
     LINEAR = "linear"
+    GELU = "gelu"            # x Phi(x) (erf form): HF BERT "gelu", torch "gelu"
+    GELU_TANH = "gelu_tanh"  # tanh approximation: GPT-2 "gelu_new", torch gelu(approximate="tanh")
 
 
-_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z}
+_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z,
+                "gelu": torch.nn.functional.gelu,
+                "gelu_tanh": lambda z: torch.nn.functional.gelu(z, approximate="tanh")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +98,11 @@ class BlockConfig:
     causal: bool = False
     mlp: bool = True
     ln_center: bool = False
+    sigma_o2: float | None = None
+    sigma_bv2: float = 0.0
+    sigma_bo2: float = 0.0
+    sigma_w2_out: float | None = None
+    sigma_b2_out: float | None = None
 
     def __post_init__(self):
         # validate, and store what was validated: ints as int, reals as float, flags as bool, options as str
@@ -102,9 +118,10 @@ class BlockConfig:
                 put(name, check_int(getattr(self, name), name, minimum=1))
         put("norm", check_option(self.norm, Norm, "norm").value)
         put("activation", check_option(self.activation, Activation, "activation").value)
-        for name in ("alpha_sa", "alpha_mlp", "branch_sa", "branch_mlp", "sigma_v2", "sigma_w2", "sigma_b2"):
+        for name in ("alpha_sa", "alpha_mlp", "branch_sa", "branch_mlp", "sigma_v2", "sigma_w2", "sigma_b2",
+                     "sigma_bv2", "sigma_bo2"):
             put(name, check_real(getattr(self, name), name, minimum=0.0))
-        for name in ("sigma_qk2", "logit_scale"):
+        for name in ("sigma_qk2", "logit_scale", "sigma_o2", "sigma_w2_out", "sigma_b2_out"):
             if getattr(self, name) is not None:
                 put(name, check_real(getattr(self, name), name, minimum=0.0))
         for name in ("gain_control", "causal", "mlp", "ln_center"):
@@ -130,7 +147,8 @@ class BlockConfig:
         return dict(beta=self.beta(T), alpha_sa=self.alpha_sa, alpha_mlp=self.alpha_mlp, sigma_w2=self.sigma_w2,
                     sigma_b2=self.sigma_b2, sigma_v2=self.sigma_v2, branch_sa=self.branch_sa,
                     branch_mlp=self.branch_mlp, norm=self.norm, gain_control=self.gain_control,
-                    activation=self.activation, mlp=self.mlp)
+                    activation=self.activation, mlp=self.mlp, sigma_o2=self.out_variance, sigma_bv2=self.sigma_bv2,
+                    sigma_bo2=self.sigma_bo2, sigma_w2_out=self.w2_variance, sigma_b2_out=self.b2_variance)
 
     @property
     def head_dim(self) -> int:
@@ -154,10 +172,35 @@ class BlockConfig:
     def scale(self) -> float:
         return self.logit_scale if self.logit_scale is not None else 1.0 / math.sqrt(self.head_dim)
 
+    @property
+    def has_out_proj(self) -> bool:
+        """Whether the attention has an output projection ``W_O`` (``sigma_o2`` set)."""
+        return self.sigma_o2 is not None
+
+    @property
+    def out_variance(self) -> float:
+        """``sigma_o2``, or 1 without ``W_O`` (the identity's effect on ``q, p`` equals a random ``W_O``'s
+        with ``sigma_o2 = 1``)."""
+        return self.sigma_o2 if self.sigma_o2 is not None else 1.0
+
+    @property
+    def w2_variance(self) -> float:
+        """``sigma_w2_out``, or ``sigma_w2`` when unset (the documents' MLP)."""
+        return self.sigma_w2_out if self.sigma_w2_out is not None else self.sigma_w2
+
+    @property
+    def b2_variance(self) -> float:
+        """``sigma_b2_out``, or ``sigma_b2`` when unset."""
+        return self.sigma_b2_out if self.sigma_b2_out is not None else self.sigma_b2
+
 
 @dataclasses.dataclass(frozen=True)
 class TransformerParams:
-    """Weights of ``inits`` independent ``depth``-block transformers (leading axes ``(inits, depth)``)."""
+    """Weights of ``inits`` independent ``depth``-block transformers (leading axes ``(inits, depth)``).
+
+    ``w_o, b_v, b_o`` are optional: omitted, ``b_v`` and ``b_o`` are zeros and ``w_o`` is empty,
+    ``(n, L, 0, 0)``, meaning "no output projection" (the documents' block).
+    """
 
     w_q: torch.Tensor  # (n, L, H, d_k, d)
     w_k: torch.Tensor  # (n, L, H, d_k, d)
@@ -166,6 +209,23 @@ class TransformerParams:
     b1: torch.Tensor  # (n, L, d_ff)
     w2: torch.Tensor  # (n, L, d, d_ff)
     b2: torch.Tensor  # (n, L, d)
+    w_o: torch.Tensor | None = None  # (n, L, d, d), or (n, L, 0, 0): no W_O
+    b_v: torch.Tensor | None = None  # (n, L, H, d_v)
+    b_o: torch.Tensor | None = None  # (n, L, d)
+
+    def __post_init__(self):
+        n, L, H, dv, d = self.w_v.shape
+        like = dict(device=self.w_v.device, dtype=self.w_v.dtype)
+        if self.w_o is None:
+            object.__setattr__(self, "w_o", torch.zeros(n, L, 0, 0, **like))
+        if self.b_v is None:
+            object.__setattr__(self, "b_v", torch.zeros(n, L, H, dv, **like))
+        if self.b_o is None:
+            object.__setattr__(self, "b_o", torch.zeros(n, L, d, **like))
+
+    @property
+    def has_out_proj(self) -> bool:
+        return self.w_o.shape[-1] > 0
 
     @property
     def inits(self) -> int:
@@ -191,29 +251,40 @@ def sample_transformer(config: BlockConfig, depth: int, *, inits: int = 1, gener
     def normal(var, *shape):
         return math.sqrt(var) * torch.randn(n, L, *shape, generator=g, device=device, dtype=dtype)
 
-    return TransformerParams(
+    params = dict(
         w_q=normal(c.qk_variance, H, dk, d),
         w_k=normal(c.qk_variance, H, dk, d),
         w_v=normal(c.sigma_v2 / d, H, dv, d),
         w1=normal(c.sigma_w2 / d, f, d),
         b1=normal(c.sigma_b2, f),
-        w2=normal(c.sigma_w2 / f, d, f),
-        b2=normal(c.sigma_b2, d),
+        w2=normal(c.w2_variance / f, d, f),
+        b2=normal(c.b2_variance, d),
     )
+    # drawn after the documents' weights, and only when present, so that their draws do not move
+    if c.has_out_proj:
+        params["w_o"] = normal(c.sigma_o2 / d, d, d)
+    if c.sigma_bv2 > 0:
+        params["b_v"] = normal(c.sigma_bv2, H, dv)
+    if c.sigma_bo2 > 0:
+        params["b_o"] = normal(c.sigma_bo2, d)
+    return TransformerParams(**params)
 
 
 def _attention_layer(x, p: TransformerParams, l: int, c: BlockConfig, weights: list | None = None):
     # x (n, b, T, d); weights (n, H, k, d). Appends A (n, b, H, T, T) to ``weights`` when given.
     q = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_q[:, l])
     k = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_k[:, l])
-    v = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_v[:, l])
+    v = torch.einsum("nbtd,nhkd->nbhtk", x, p.w_v[:, l]) + p.b_v[:, l, None, :, None, :]
     work = _work_dtype(q.dtype)
     out, A = _mix(q.to(work) @ k.to(work).transpose(-1, -2), v, scale=c.scale, causal=c.causal,
                   gain_control=c.gain_control)
     if weights is not None:
         weights.append(A)
     n, b, H, T, dv = out.shape
-    return out.permute(0, 1, 3, 2, 4).reshape(n, b, T, H * dv)  # concat heads -> (n, b, T, d)
+    out = out.permute(0, 1, 3, 2, 4).reshape(n, b, T, H * dv)  # concat heads -> (n, b, T, d)
+    if c.has_out_proj:
+        out = torch.einsum("nbtd,ned->nbte", out, p.w_o[:, l])
+    return out + p.b_o[:, l, None, None, :]
 
 
 def _mlp_layer(x, p: TransformerParams, l: int, c: BlockConfig):
@@ -275,12 +346,14 @@ def transformer_forward(x: torch.Tensor, params: TransformerParams, config: Bloc
         raise ValueError(f"x must have last dimension d={d}; got shape {tuple(x.shape)}")
     c = config
     expected = {"w_q": (c.heads, c.head_dim, d), "w_k": (c.heads, c.head_dim, d), "w_v": (c.heads, c.value_dim, d),
-                "w1": (c.hidden, d), "b1": (c.hidden,), "w2": (d, c.hidden), "b2": (d,)}
+                "w1": (c.hidden, d), "b1": (c.hidden,), "w2": (d, c.hidden), "b2": (d,),
+                "w_o": (d, d) if c.has_out_proj else (0, 0), "b_v": (c.heads, c.value_dim), "b_o": (d,)}
     for name, shape in expected.items():
         got = tuple(getattr(params, name).shape[2:])
         if got != shape:
             raise ValueError(f"params do not match config: {name} has shape (inits, depth, *{got}), expected "
-                             f"(inits, depth, *{shape}) for {c.heads} head(s), d_k={c.head_dim}, d_ff={c.hidden}")
+                             f"(inits, depth, *{shape}) for {c.heads} head(s), d_k={c.head_dim}, d_ff={c.hidden}, "
+                             f"{'with' if c.has_out_proj else 'without'} W_O (sigma_o2={c.sigma_o2})")
     if x.ndim == 3:
         x = x.unsqueeze(0).expand(n, *x.shape)
     if x.ndim != 4 or x.shape[0] != n:

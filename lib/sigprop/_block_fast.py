@@ -1,19 +1,22 @@
 """The fast forward kernel of random transformers (no autograd).
 
 The same computation as :func:`sigprop._block._forward_reference`, reorganised for speed: sequences
-flattened into one batched matmul per initialisation, Q/K/V from one fused matmul, biases fused into
-the matmul (skipped when exactly zero), in-place elementwise work on fresh intermediates, and each
-block's output written straight into the result. It shares the LayerNorm and softmax of
+flattened into one batched matmul per initialisation, Q/K/V (and the value bias) from one fused matmul,
+biases fused into the matmul (skipped when exactly zero), in-place elementwise work on fresh
+intermediates, and each block's output written straight into the result. It shares the LayerNorm and softmax of
 ``sigprop._attention`` (one precision policy). ``tests/test_block.py`` checks it against the reference
-to float rounding for every norm, activation, head count, mask and gain control.
+to float rounding for every norm, activation, head count, mask, gain control, output projection and
+attention bias.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ._attention import _layer_norm_, attention_weights
 
-_ACTIVATIONS_ = {"relu": torch.relu_, "tanh": torch.tanh_, "linear": lambda z: z}
+_ACTIVATIONS_ = {"relu": torch.relu_, "tanh": torch.tanh_, "linear": lambda z: z, "gelu": F.gelu,
+                 "gelu_tanh": lambda z: F.gelu(z, approximate="tanh")}
 
 
 def _combine_(branch, x, skip, weight):
@@ -48,7 +51,8 @@ def forward_fast(x, params, config, keep, measured: bool):
         xin = _layer_norm_(x.clone(), c.ln_center) if c.norm == "pre" else x
         w = torch.cat([params.w_q[:, l].reshape(n, H * dk, d), params.w_k[:, l].reshape(n, H * dk, d),
                        params.w_v[:, l].reshape(n, H * dv, d)], 1)
-        qkv = torch.bmm(xin.reshape(n, b * T, d), w.transpose(1, 2)).view(n, b, T, -1)
+        bias = torch.cat([params.b_v.new_zeros(n, 2 * H * dk), params.b_v[:, l].reshape(n, H * dv)], 1)
+        qkv = _linear(xin.reshape(n, b * T, d), w, bias).view(n, b, T, -1)
         q, k, v = qkv.split([H * dk, H * dk, H * dv], -1)
         q = q.unflatten(-1, (H, dk)).transpose(2, 3)  # (n, b, H, T, dk)
         k = k.unflatten(-1, (H, dk)).transpose(2, 3)
@@ -59,6 +63,10 @@ def forward_fast(x, params, config, keep, measured: bool):
         if c.gain_control:
             v = v - v.mean(-2, keepdim=True)
         o = torch.matmul(A, v).transpose(2, 3).reshape(n, b, T, H * dv)
+        if c.has_out_proj:
+            o = _linear(o.reshape(n, b * T, d), params.w_o[:, l], params.b_o[:, l]).view(n, b, T, d)
+        elif bool(params.b_o[:, l].any()):
+            o = o + params.b_o[:, l, None, None, :]
         o = _combine_(o, x, c.alpha_sa, c.branch_sa)
         x = _layer_norm_(o, c.ln_center) if c.norm == "post" else o
         # ---- MLP

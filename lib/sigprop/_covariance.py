@@ -63,12 +63,16 @@ __theory__ = [
 
 
 # ----------------------------------------------------------------------------- helpers
+#: The theory of this module runs in float64 on the CPU, whatever the default device.
+_CPU = torch.device("cpu")
+
+
 def _t64(value, name) -> torch.Tensor:
     """Any array-like -> finite float64 CPU tensor (validated)."""
     if isinstance(value, torch.Tensor):
         out = value.detach().to(device="cpu", dtype=torch.float64)
     else:
-        out = torch.as_tensor(check_finite(value, name), dtype=torch.float64)
+        out = torch.as_tensor(check_finite(value, name), dtype=torch.float64, device=_CPU)
     if not bool(torch.isfinite(out).all()):
         raise ValueError(f"{name} must be finite; it contains NaN or inf")
     return out
@@ -87,7 +91,7 @@ def _check_matrix(m, name, *, square=False):
 
 def _sigma_x(sigma_x, d):
     if sigma_x is None:
-        return torch.eye(d, dtype=torch.float64)
+        return torch.eye(d, dtype=torch.float64, device=_CPU)
     s = _t64(sigma_x, "sigma_x")
     if s.shape != (d, d):
         raise ValueError(f"sigma_x must have shape ({d}, {d}) to match w_v; got {tuple(s.shape)}")
@@ -96,7 +100,7 @@ def _sigma_x(sigma_x, d):
 
 def _visible(n: int, causal: bool) -> torch.Tensor:
     """(n, n) 0/1 float64 mask, row i = visible set S_i."""
-    ones = torch.ones(n, n, dtype=torch.float64)
+    ones = torch.ones(n, n, dtype=torch.float64, device=_CPU)
     return torch.tril(ones) if causal else ones
 
 
@@ -111,10 +115,10 @@ def prefix_mean_factor(n_tokens: int, *, causal: bool = True) -> torch.Tensor:
     With ``causal=False`` every entry is :math:`1/N` (all outputs equal the mean :math:`M`).
     """
     n = check_int(n_tokens, "n_tokens", minimum=1)
-    idx = torch.arange(1, n + 1, dtype=torch.float64)
+    idx = torch.arange(1, n + 1, dtype=torch.float64, device=_CPU)
     if causal:
         return 1.0 / torch.maximum(idx[:, None], idx[None, :])
-    return torch.full((n, n), 1.0 / n, dtype=torch.float64)
+    return torch.full((n, n), 1.0 / n, dtype=torch.float64, device=_CPU)
 
 
 def witness_covariance(w_v, n_tokens: int, *, sigma_x=None, causal: bool = False, u=None):
@@ -239,8 +243,8 @@ def compound_symmetry_covariance(n_tokens: int, sigma2, rho) -> torch.Tensor:
     lo, hi = compound_symmetry_rho_range(n)
     if not lo - 1e-12 <= r <= hi + 1e-12:
         raise ValueError(f"rho must lie in [{lo:.4g}, 1] for a PSD covariance with N = {n}; got {r}")
-    eye = torch.eye(n, dtype=torch.float64)
-    return s2 * ((1 - r) * eye + r * torch.ones(n, n, dtype=torch.float64))
+    eye = torch.eye(n, dtype=torch.float64, device=_CPU)
+    return s2 * ((1 - r) * eye + r * torch.ones(n, n, dtype=torch.float64, device=_CPU))
 
 
 def compound_symmetry_variance(a, sigma2, rho):
@@ -322,7 +326,7 @@ def l1_floor_constant(cov, *, rcond: float = 1e-10):
     if bool((evals < -1e-8 * evals.abs().amax(-1, keepdim=True).clamp_min(1e-300)).any()):
         raise ValueError("cov must be positive semidefinite; it has a negative eigenvalue")
     n = c.shape[-1]
-    ones = torch.ones(n, dtype=torch.float64)
+    ones = torch.ones(n, dtype=torch.float64, device=_CPU)
     proj = torch.einsum("...ik,i->...k", evecs, ones)  # components of 1 on eigenvectors
     keep = evals > rcond * evals.amax(-1, keepdim=True).clamp_min(1e-300)
     quad = torch.where(keep, proj**2 / torch.where(keep, evals, torch.ones_like(evals)), torch.zeros_like(evals)).sum(-1)

@@ -14,6 +14,7 @@ import math
 import torch
 
 from ._attention import self_attention, softmax_attention
+from ._config import float64_device
 from ._covariance import _t64
 from ._estimate import Estimate
 from ._random import as_generator
@@ -39,7 +40,7 @@ def covariance_matrix(y: torch.Tensor, dim: int = 0) -> torch.Tensor:
     check_tensor(y, "y", ndim_min=2)
     if isinstance(dim, bool) or not isinstance(dim, int) or not -y.ndim <= dim < y.ndim:
         raise ValueError(f"dim must be an axis of y (shape {tuple(y.shape)}); got {dim!r}")
-    x = y.double().movedim(dim, -2)
+    x = y.detach().to(float64_device(y.device), torch.float64).movedim(dim, -2)
     n = x.shape[-2]
     if n < 2:
         raise ValueError(f"need at least 2 samples; got {n}")
@@ -231,6 +232,9 @@ def value_correlation_mc(alphas, *, generator, n_tokens: int, d: int, d_k: int, 
     if not (0 <= i0 < n and 0 <= i1 < n and i0 != i1):
         raise ValueError(f"positions must be two distinct indices in [0, {n}); got {positions}")
     al = _t64(alphas, "alphas").reshape(-1)
+    if not bool(torch.isfinite(al**2).all()) or float((al**2).max()) > 1e150:   # logits alpha^2 q.k / sqrt(d_k)
+        raise ValueError(f"alphas must satisfy alpha^2 <= 1e150 (the logits alpha^2 q.k/sqrt(d_k) must stay in "
+                         f"float64); got max |alpha| = {float(al.abs().max()):g}")
     if isinstance(generator, (list, tuple, range)):
         gens = [as_generator(int(s)) for s in generator]
     else:
@@ -239,13 +243,14 @@ def value_correlation_mc(alphas, *, generator, n_tokens: int, d: int, d_k: int, 
         raise ValueError("generator must name at least one seed")
     inits = len(gens)
     std = 1.0 / math.sqrt(d)
-    wq = torch.empty(inits, d_k, d, dtype=torch.float64)
-    wk, wv = torch.empty_like(wq), torch.empty(inits, d_v, d, dtype=torch.float64)
-    u = torch.empty(inits, d_v, dtype=torch.float64)
-    x = torch.empty(inits, samples, n, d, dtype=torch.float64)
+    cpu = gens[0].device   # the generators' device (the CPU for int seeds)
+    wq = torch.empty(inits, d_k, d, dtype=torch.float64, device=cpu)
+    wk, wv = torch.empty_like(wq), torch.empty(inits, d_v, d, dtype=torch.float64, device=cpu)
+    u = torch.empty(inits, d_v, dtype=torch.float64, device=cpu)
+    x = torch.empty(inits, samples, n, d, dtype=torch.float64, device=cpu)
     for i, g in enumerate(gens):  # weights, direction and inputs of init i from its own generator, in place
         for buf in (wq[i], wk[i], wv[i], u[i], x[i]):
-            torch.randn(buf.shape, generator=g, dtype=torch.float64, out=buf)
+            torch.randn(buf.shape, generator=g, dtype=torch.float64, device=cpu, out=buf)
     wq, wk, wv = wq * std, wk * std, wv * std
     u = u / u.norm(dim=-1, keepdim=True)
     inits = x.shape[0]

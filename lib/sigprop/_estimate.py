@@ -11,6 +11,8 @@ import dataclasses
 import numpy as np
 import torch
 
+from ._config import float64_device
+
 __all__ = ["Estimate", "estimate"]
 
 
@@ -73,7 +75,7 @@ def estimate(samples: torch.Tensor, dim: int = 0) -> Estimate:
         arr = np.asarray(samples, dtype=object if samples is None else None)
         if samples is None or arr.dtype.kind not in "iuf" or arr.ndim == 0:
             raise TypeError(f"samples must be a tensor or an array of numbers; got {type(samples).__name__}")
-        samples = torch.as_tensor(arr.astype(float))
+        samples = torch.as_tensor(arr.astype(float), device=torch.device("cpu"))
     if samples.is_complex() or samples.dtype == torch.bool:
         raise TypeError(f"samples must be real numbers; got {samples.dtype}")
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -samples.ndim <= dim < max(samples.ndim, 1):
@@ -81,7 +83,7 @@ def estimate(samples: torch.Tensor, dim: int = 0) -> Estimate:
     n = samples.shape[dim]
     if n < 2:
         raise ValueError(f"need at least 2 samples along dim {dim} for a standard error; got {n}")
-    x = samples.double()
+    x = samples.detach().to(float64_device(samples.device), torch.float64)   # the CPU's float64 for MPS
     mean = x.mean(dim)
     se = x.std(dim, unbiased=True) / n**0.5
     return Estimate(mean, se, int(n), x.movedim(dim, 0))

@@ -57,8 +57,8 @@ class MarkovSource:
         # stationary distribution: pi (P - I) = 0 with sum(pi) = 1, i.e. (P^T - I + 1 1^T) pi = 1
         pi = np.linalg.solve(P.T - np.eye(vocab) + 1.0, np.ones(vocab))
         pi = np.abs(pi) / np.abs(pi).sum()
-        self._P = torch.as_tensor(P)
-        self._pi = torch.as_tensor(pi)
+        self._P = torch.as_tensor(P, device=torch.device("cpu"))
+        self._pi = torch.as_tensor(pi, device=torch.device("cpu"))
 
     @property
     def transition(self) -> torch.Tensor:
@@ -85,9 +85,9 @@ class MarkovSource:
         n = check_int(n, "n", minimum=1)
         T = check_int(T, "T", minimum=1)
         g = as_generator(generator)
-        out = torch.empty(n, T, dtype=torch.long)
-        out[:, 0] = torch.multinomial(self._pi.float(), n, replacement=True, generator=g)
-        P = self._P.float()
+        out = torch.empty(n, T, dtype=torch.long, device=g.device)
+        out[:, 0] = torch.multinomial(self._pi.float().to(g.device), n, replacement=True, generator=g)
+        P = self._P.float().to(g.device)
         for t in range(1, T):  # loop over positions, batched over sequences
             out[:, t] = torch.multinomial(P[out[:, t - 1]], 1, generator=g).squeeze(1)
         return out
@@ -125,8 +125,8 @@ class MaskedTask:
         n = check_int(n, "n", minimum=1)
         g = as_generator(generator)
         targets = self.source.sample(n, self.T, generator=g)
-        mask = torch.rand(n, self.T, generator=g) < self.mask_prob
-        forced = torch.randint(self.T, (n,), generator=g)
+        mask = torch.rand(n, self.T, generator=g, device=g.device) < self.mask_prob
+        forced = torch.randint(self.T, (n,), generator=g, device=g.device)
         mask[~mask.any(1), forced[~mask.any(1)]] = True
         return targets.masked_fill(mask, self.mask_id), targets, mask
 
@@ -183,8 +183,8 @@ class TextCorpus:
         if T > len(self.ids):
             raise ValueError(f"T must be <= the corpus length {len(self.ids)}; got {T}")
         g = as_generator(generator)
-        start = torch.randint(0, len(self.ids) - T + 1, (n,), generator=g)
-        return self.ids[start[:, None] + torch.arange(T)]
+        start = torch.randint(0, len(self.ids) - T + 1, (n,), generator=g, device=self.ids.device)
+        return self.ids[start[:, None] + torch.arange(T, device=self.ids.device)]
 
 
 def _tokenise(text: str, level: Level, max_vocab: int) -> TextCorpus:
@@ -194,7 +194,7 @@ def _tokenise(text: str, level: Level, max_vocab: int) -> TextCorpus:
     common = [t for t, _ in collections.Counter(tokens).most_common(max_vocab - 1)]
     vocab = (UNK, *common)
     index = {t: i for i, t in enumerate(vocab)}
-    ids = torch.tensor([index.get(t, 0) for t in tokens], dtype=torch.long)
+    ids = torch.tensor([index.get(t, 0) for t in tokens], dtype=torch.long, device=torch.device("cpu"))
     return TextCorpus(ids, vocab)
 
 

@@ -103,8 +103,9 @@ class LMConfig:
 
 def sinusoidal_positions(T: int, d: int) -> torch.Tensor:
     """``(T, d)`` sinusoidal position codes (Vaswani et al. 2017)."""
-    pos, i = torch.arange(T)[:, None], torch.arange(0, d, 2)[None]
-    pe = torch.zeros(T, d)
+    cpu = torch.device("cpu")
+    pos, i = torch.arange(T, device=cpu)[:, None], torch.arange(0, d, 2, device=cpu)[None]
+    pe = torch.zeros(T, d, device=cpu)
     pe[:, 0::2] = torch.sin(pos / 10000 ** (i / d))
     pe[:, 1::2] = torch.cos(pos / 10000 ** (i[:, : d // 2] / d))
     return pe
@@ -127,23 +128,23 @@ class TinyLM(torch.nn.Module):
         L, H, dk, dv, d, f = c.depth, c.heads, c.head_dim, c.d // c.heads, c.d, c.hidden
 
         def weight(*shape):  # fan-in is the last axis
-            return torch.nn.Parameter(c.gain / math.sqrt(shape[-1]) * torch.randn(*shape, generator=g))
+            return torch.nn.Parameter(c.gain / math.sqrt(shape[-1]) * torch.randn(*shape, generator=g, device=g.device))
 
         def zeros(*shape):
-            return torch.nn.Parameter(torch.zeros(*shape))
+            return torch.nn.Parameter(torch.zeros(*shape, device=g.device))
 
-        self.emb = torch.nn.Parameter(c.emb_std * torch.randn(c.vocab, d, generator=g))
+        self.emb = torch.nn.Parameter(c.emb_std * torch.randn(c.vocab, d, generator=g, device=g.device))
         if c.positions == "learned":
-            self.pos = torch.nn.Parameter(c.pos_std * torch.randn(c.T, d, generator=g))
+            self.pos = torch.nn.Parameter(c.pos_std * torch.randn(c.T, d, generator=g, device=g.device))
         else:
-            self.register_buffer("pos", sinusoidal_positions(c.T, d))
+            self.register_buffer("pos", sinusoidal_positions(c.T, d).to(g.device))
         self.w_q, self.w_k, self.w_v = weight(L, H, dk, d), weight(L, H, dk, d), weight(L, H, dv, d)
         self.w_o = weight(L, d, d) if c.out_proj else None
         self.w1, self.w2 = weight(L, f, d), weight(L, d, f)
         self.b1, self.b2 = (zeros(L, f), zeros(L, d)) if c.mlp_bias else (None, None)
         if c.ln_affine:
-            self.ln_gain, self.ln_bias = torch.nn.Parameter(torch.ones(L, 2, d)), zeros(L, 2, d)
-            self.final_gain, self.final_bias = torch.nn.Parameter(torch.ones(d)), zeros(d)
+            self.ln_gain, self.ln_bias = torch.nn.Parameter(torch.ones(L, 2, d, device=g.device)), zeros(L, 2, d)
+            self.final_gain, self.final_bias = torch.nn.Parameter(torch.ones(d, device=g.device)), zeros(d)
         self.head, self.head_b = weight(c.vocab, d), zeros(c.vocab)
 
     def _ln(self, x, l=None, k=0):

@@ -41,7 +41,17 @@ lies in ``[0, 1]``; its probability is the signal propagation probability ``rho_
 Samplers and measures (torch; leading batch dimensions first) sit beside the theory:
 :func:`spectral_qk_matrix` (``W_QK = B diag(w) B^T`` of Sec. 5), :func:`anisotropic_sigma`,
 :func:`last_query_logits`, :func:`linearised_softmax_argument`, :func:`piecewise_linear_softmax`,
-:func:`propagation_indicator`. Used in ``chapters/bao2024``.
+:func:`propagation_indicator`; :func:`qk_gradient_terms` splits the QK-gradient of Sec. 3 into its terms
+(19)-(21). Used in ``chapters/bao2024``.
+
+Devices. Every tensor a function here creates lives on the device of its inputs, or of its generator
+for the samplers (``device`` given: an int seed makes a generator there; not given: the generator's
+device decides, the CPU for an int seed or None), so a sampler called inside :func:`sigprop.monte_carlo`
+(whose child generators live on :func:`sigprop.default_device`) draws on that device.
+:func:`last_query_logits` brings the (small) ``w_qk`` to the device and dtype of the tokens ``x``.
+Float64 work (the Haar basis, the traces and norms of :func:`qk_traces` and :func:`qk_norms`) runs on
+:func:`sigprop.float64_device` -- the device itself, or the CPU for Apple MPS, which has no float64;
+on MPS the samplers draw in float32 there and return float32.
 """
 from __future__ import annotations
 
@@ -51,32 +61,16 @@ import numpy as np
 import torch
 from scipy.special import erf
 
+from ._config import float64_device
 from ._random import as_generator
-from ._validate import (check_finite, check_int, check_option, check_positive, check_tensor,
+from ._validate import (check_finite, check_int, check_option, check_positive, check_real, check_tensor,
                         to_output)
 
-__all__ = [
-    "spectral_qk_matrix",
-    "anisotropic_sigma",
-    "last_query_logits",
-    "linearised_softmax_argument",
-    "piecewise_linear_softmax",
-    "propagation_indicator",
-    "qk_traces",
-    "qk_norms",
-]
-__theory__ = [
-    "signal_propagation_moments",
-    "signal_propagation_moments_paper",
-    "variance_profile",
-    "gaussian_propagation_probability",
-    "rho_theta",
-    "rho_theta_limit",
-    "xi_eta",
-    "zhai_entropy_bound",
-    "min_entropy_bound",
-    "one_spike_entropy",
-]
+__all__ = ["spectral_qk_matrix", "anisotropic_sigma", "last_query_logits", "linearised_softmax_argument",
+    "piecewise_linear_softmax", "propagation_indicator", "qk_traces", "qk_norms", "qk_gradient_terms"]
+__theory__ = ["signal_propagation_moments", "signal_propagation_moments_paper", "variance_profile",
+    "gaussian_propagation_probability", "rho_theta", "rho_theta_limit", "xi_eta", "zhai_entropy_bound",
+    "min_entropy_bound", "one_spike_entropy"]
 
 
 class VarianceForm(str, enum.Enum):
@@ -87,37 +81,59 @@ class VarianceForm(str, enum.Enum):
 # --------------------------------------------------------------------------- samplers
 
 
-def spectral_qk_matrix(*batch: int, d: int, mean: float, scale: float, generator=None,
-                       dtype=torch.float64) -> torch.Tensor:
+def _sampling_devices(generator, device, dtype):
+    """``(generator, device, work, draw, out)``: the generator (on ``device`` if given), the device it draws on,
+    the device of the float64 work (:func:`sigprop.float64_device`), the dtype of the draws (float64 where the
+    device has it, else float32) and the output dtype (``dtype``, default float64 where the device has it)."""
+    g = as_generator(generator, device)
+    dev = g.device
+    work = float64_device(dev)
+    has64 = work.type == dev.type
+    draw = torch.float64 if has64 else torch.float32
+    out = (torch.float64 if has64 else torch.float32) if dtype is None else dtype
+    return g, dev, work, draw, out
+
+
+def spectral_qk_matrix(*batch: int, d: int, mean: float, scale: float, generator=None, device=None,
+                       dtype=None) -> torch.Tensor:
     """Symmetric ``W_QK = B diag(w) B^T``, ``w_k ~ N(mean, scale^2)`` i.i.d., ``B`` Haar orthogonal.
 
     Bao et al. 2024, Sec. 5 ("Numerical simulation", Fig. 5). Shape ``(*batch, d, d)``.
     ``B`` is the Q factor of a Gaussian matrix with the signs of ``diag(R)`` absorbed (Haar).
+    Drawn with ``generator`` on its device (``device``: where an int seed's generator is made; default
+    the generator's device, the CPU for a seed); the QR runs in float64 on
+    :func:`sigprop.float64_device` and the result is returned on the generator's device in ``dtype``
+    (default float64, float32 on MPS).
     """
     for k, b in enumerate(batch):
         check_int(b, f"batch[{k}]", minimum=1)
     d = check_int(d, "d", minimum=1)
-    mean = float(check_finite(mean, "mean"))
-    scale = float(check_positive(scale, "scale", allow_zero=True))
-    g = as_generator(generator)
-    z = torch.randn(*batch, d, d, generator=g, dtype=torch.float64)
+    mean = check_real(mean, "mean")
+    scale = check_real(scale, "scale", minimum=0.0)
+    g, dev, work, draw, out_dtype = _sampling_devices(generator, device, dtype)
+    z = torch.randn(*batch, d, d, generator=g, device=dev, dtype=draw).to(work, torch.float64)
     q, r = torch.linalg.qr(z)
     q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
-    w = mean + scale * torch.randn(*batch, d, generator=g, dtype=torch.float64)
+    w = mean + scale * torch.randn(*batch, d, generator=g, device=dev, dtype=draw).to(work, torch.float64)
     out = (q * w.unsqueeze(-2)) @ q.transpose(-1, -2)  # B diag(w) B^T
-    return (0.5 * (out + out.transpose(-1, -2))).to(dtype)
+    return (0.5 * (out + out.transpose(-1, -2))).to(dev, out_dtype)
 
 
-def anisotropic_sigma(d: int, *, low: float = -2.5, high: float = 2.5, generator=None,
-                      dtype=torch.float64) -> torch.Tensor:
-    """``Sigma = R^T R / d`` with ``R_ab ~ Unif(low, high)`` (Bao et al. 2024, Sec. 5). Shape ``(d, d)``."""
+def anisotropic_sigma(d: int, *, low: float = -2.5, high: float = 2.5, generator=None, device=None,
+                      dtype=None) -> torch.Tensor:
+    """``Sigma = R^T R / d`` with ``R_ab ~ Unif(low, high)`` (Bao et al. 2024, Sec. 5). Shape ``(d, d)``.
+
+    Devices and dtypes as :func:`spectral_qk_matrix`: drawn on the generator's device, the product formed
+    in float64 on :func:`sigprop.float64_device`, returned on the generator's device in ``dtype``.
+    """
     d = check_int(d, "d", minimum=1)
+    low, high = check_real(low, "low"), check_real(high, "high")
     if not high > low:
         raise ValueError(f"need high > low; got low={low}, high={high}")
-    g = as_generator(generator)
-    r = low + (high - low) * torch.rand(d, d, generator=g, dtype=torch.float64)
+    g, dev, work, draw, out_dtype = _sampling_devices(generator, device, dtype)
+    r = low + (high - low) * torch.rand(d, d, generator=g, device=dev, dtype=draw).to(work, torch.float64)
     s = r.T @ r / d
-    return (0.5 * (s + s.T)).to(dtype)
+    return (0.5 * (s + s.T)).to(dev, out_dtype)
 
 
 # --------------------------------------------------------------------------- measures
@@ -128,15 +144,24 @@ def last_query_logits(x: torch.Tensor, w_qk: torch.Tensor, lam: float) -> torch.
 
     Row convention: ``x[..., j, :]`` is the token ``x_j`` of the paper (a column of its ``X``).
     The row ``T`` of the attention matrix of :func:`sigprop.self_attention` with ``w_qk`` and
-    ``logit_scale = 1/lambda`` is ``softmax(omega)``.
+    ``logit_scale = 1/lambda`` is ``softmax(omega)``. The tokens decide device and dtype: ``w_qk`` (a small
+    ``d x d`` matrix, e.g. drawn once on the CPU with an int seed) is brought to ``x``'s device and dtype, so
+    the function runs inside a Monte Carlo whose walks are drawn on an accelerator.
     """
-    check_tensor(x, "x", ndim_min=2)
+    check_tensor(x, "x", ndim_min=2, dtype_float=False)   # finiteness is checked on omega (d times smaller)
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor; got {x.dtype}")
     check_tensor(w_qk, "w_qk", ndim_min=2, last=x.shape[-1])
     if w_qk.shape[-2] != x.shape[-1]:
         raise ValueError(f"w_qk must have shape (..., d, d) with d={x.shape[-1]}; got {tuple(w_qk.shape)}")
-    check_positive(lam, "lam")
-    key = (w_qk @ x[..., -1, :].unsqueeze(-1)).squeeze(-1)  # (..., d): W_QK x_T
-    return (x @ key.unsqueeze(-1)).squeeze(-1) / lam
+    lam = check_real(lam, "lam", minimum=0.0, strict=True)
+    w_qk = w_qk.to(device=x.device, dtype=x.dtype)
+    # einsum contracts without materialising w_qk broadcast over x's batch (matmul would copy it per walk)
+    key = torch.einsum("...ij,...j->...i", w_qk, x[..., -1, :])  # (..., d): W_QK x_T
+    omega = torch.einsum("...tj,...j->...t", x, key) / lam
+    if not bool(torch.isfinite(omega).all()):
+        raise ValueError("x and w_qk must be finite; the logits contain NaN or inf")
+    return omega
 
 
 def linearised_softmax_argument(omega: torch.Tensor) -> torch.Tensor:
@@ -161,12 +186,56 @@ def propagation_indicator(omega: torch.Tensor) -> torch.Tensor:
     return ((z >= 0) & (z <= 1)).to(omega.dtype)
 
 
+def _float64(w_qk: torch.Tensor, sigma: torch.Tensor | None):
+    """``w_qk`` and ``sigma`` (identity when None) in float64 on :func:`sigprop.float64_device` of ``w_qk``."""
+    d = w_qk.shape[-1]
+    if w_qk.shape[-2] != d:
+        raise ValueError(f"w_qk must be square, shape (..., d, d); got {tuple(w_qk.shape)}")
+    work = float64_device(w_qk.device)
+    a = w_qk.to(work, torch.float64)
+    if sigma is None:
+        return a, torch.eye(a.shape[-1], dtype=torch.float64, device=work)
+    check_tensor(sigma, "sigma", ndim_min=2, last=d)
+    if sigma.shape[-2] != d:
+        raise ValueError(f"sigma must have shape (d, d) with d={d}; got {tuple(sigma.shape)}")
+    return a, sigma.to(work, torch.float64)
+
+
+def qk_gradient_terms(x, y, w_qk, w_v, w_f, lam):
+    """The terms (19), (20), (21) of the QK-gradient (3) of Bao et al. 2024 (App. B.1), per walk.
+
+    One layer with the clipped linear softmax and identity MLP, ``F = W_F (W_V X S~(omega) + x_T)``, loss
+    ``J = E||y - F||^2 / 2``. ``x (N, T, d)`` tokens, ``y (N, d)`` targets, ``w_f = W_F2 W_F1 + I``. Returns three
+    ``(N, d)`` tensors ``u_k`` with ``term_k = mean_n u_k[n] x_T[n]^T``; the three terms add up to the autograd
+    gradient of ``J`` (tests). Used by the ledger rows on Eq. (4)."""
+    if check_tensor(x, "x", ndim_min=3).ndim != 3:
+        raise ValueError(f"x must have shape (N, T, d); got {tuple(x.shape)}")
+    N, T, d = x.shape
+    for name, w, shape in (("y", y, (N, d)), ("w_v", w_v, (d, d)), ("w_f", w_f, (d, d))):
+        if tuple(check_tensor(w, name).shape) != shape:
+            raise ValueError(f"{name} must have shape {shape}; got {tuple(w.shape)}")
+    y = y.to(x)
+    omega = last_query_logits(x, w_qk, lam)                                    # (N, T)
+    z = linearised_softmax_argument(omega)
+    mask = ((z >= 0) & (z <= 1)).to(x.dtype)                                   # gamma~^i_i != 0
+    # gamma~_0: 0, 1 or 1/T, as tensors of z's dtype (Python scalars in torch.where would round 1/T to float32)
+    g0 = torch.where(z < 0, torch.zeros_like(z), torch.where(z > 1, torch.ones_like(z), torch.full_like(z, 1 / T)))
+    gam = lambda v: mask * v / T - (mask * v).sum(-1, keepdim=True) / T**2     # Gamma v = sum_i gamma~^i v_i
+    w_f, w_v = w_f.to(x), w_v.to(x)                                            # the tokens decide device, dtype
+    V = x @ (w_f @ w_v).T                                                      # rows (W_F W_V x_i)^T
+    P = lambda v: (V @ (V.transpose(-1, -2) @ v.unsqueeze(-1))).squeeze(-1)   # P v
+    Xv = lambda v: (x.transpose(-1, -2) @ v.unsqueeze(-1)).squeeze(-1)        # X v (the paper's X: tokens as columns)
+    q = (V @ (x[:, -1] @ w_f.T - y).unsqueeze(-1)).squeeze(-1)
+    u19 = Xv(gam(P(mask * (omega - omega.mean(-1, keepdim=True)) / T))) / lam
+    return u19, Xv(gam(P(g0))) / lam, Xv(gam(q)) / lam
+
+
 def qk_traces(w_qk: torch.Tensor, sigma: torch.Tensor | None = None) -> dict:
     """Traces entering Lemma 1 for ``W = W_QK Sigma``: ``tr_w``, ``tr_w2 = tr(W^2)``,
-    ``tr_wwt = tr(W_QK Sigma W_QK^T Sigma)`` (float64 tensors of shape ``w_qk.shape[:-2]``)."""
+    ``tr_wwt = tr(W_QK Sigma W_QK^T Sigma)`` (float64 tensors of shape ``w_qk.shape[:-2]``, on
+    :func:`sigprop.float64_device` of ``w_qk``'s device: that device, or the CPU for MPS)."""
     check_tensor(w_qk, "w_qk", ndim_min=2)
-    a = w_qk.double()
-    s = torch.eye(a.shape[-1], dtype=torch.float64, device=a.device) if sigma is None else sigma.double()
+    a, s = _float64(w_qk, sigma)
     w = a @ s
     wt = a.transpose(-1, -2) @ s
     return {
@@ -182,12 +251,11 @@ def qk_norms(w_qk: torch.Tensor, sigma: torch.Tensor | None = None) -> dict:
     Keys: ``d``, ``tr_w``, ``tr_w2``, ``eig_w`` (eigenvalues of ``W = W_QK Sigma``, real for symmetric
     ``W_QK``), ``spec_sigma`` (``||Sigma||_2``), ``fro_sigma_inv`` (``||Sigma^-1||_F``), ``tr_qk``,
     ``spec_qk`` (``||W_QK||_2``), ``fro_qk``, ``l1_induced_qk`` (max column abs sum),
-    ``l1_entrywise_qk`` (sum of abs entries).
+    ``l1_entrywise_qk`` (sum of abs entries). Tensors on :func:`sigprop.float64_device` of ``w_qk``'s device.
     """
     check_tensor(w_qk, "w_qk", ndim_min=2)
-    a = w_qk.double()
+    a, s = _float64(w_qk, sigma)
     d = a.shape[-1]
-    s = torch.eye(d, dtype=torch.float64, device=a.device) if sigma is None else sigma.double()
     tr = qk_traces(a, s)
     # eigenvalues of A Sigma = those of Sigma^{1/2} A Sigma^{1/2} (symmetric when A is)
     se, sv = torch.linalg.eigh(s)

@@ -19,6 +19,10 @@ second pair is wrong: since ``d tr(W_Q^T W_K) = tr(dW_Q^T W_K)``, the gradient o
 carries a spurious factor ``tr(W_QK)/2``.
 :func:`locater_gradients` returns both versions (``form="paper"`` / ``"corrected"``); the tests
 and ``chapters/bao2024/03_*`` check them against autograd.
+
+Devices: the penalty and the gradients are computed on the device and in the dtype of ``W_Q, W_K``
+(which must share both); :func:`qk_eigen_stats` works in float64 on :func:`sigprop.float64_device`
+(the device itself, or the CPU for Apple MPS).
 """
 from __future__ import annotations
 
@@ -26,7 +30,8 @@ import enum
 
 import torch
 
-from ._validate import check_finite, check_option, check_tensor
+from ._config import float64_device
+from ._validate import check_option, check_real, check_same_device, check_tensor, finite_tensor
 
 __all__ = ["locater_penalty", "locater_gradients", "qk_eigen_stats"]
 __theory__: list[str] = []
@@ -43,6 +48,7 @@ def _check_pair(w_q, w_k):
     if w_q.shape != w_k.shape:
         raise ValueError(f"w_q and w_k must have the same shape (..., d_k, d); got {tuple(w_q.shape)} and "
                          f"{tuple(w_k.shape)}")
+    check_same_device(w_q=w_q, w_k=w_k)
 
 
 def locater_penalty(w_q: torch.Tensor, w_k: torch.Tensor, *, kappa1: float, kappa2: float,
@@ -52,12 +58,12 @@ def locater_penalty(w_q: torch.Tensor, w_k: torch.Tensor, *, kappa1: float, kapp
     ``w_q, w_k (..., d_k, d)`` -> ``(...)``. Differentiable (use it inside a training loss).
     """
     _check_pair(w_q, w_k)
-    check_finite(kappa1, "kappa1")
-    check_finite(kappa2, "kappa2")
+    kappa1, kappa2 = check_real(kappa1, "kappa1"), check_real(kappa2, "kappa2")
+    target = check_real(target, "target")
     w_qk = w_q.transpose(-1, -2) @ w_k  # (..., d, d)
     scale = (w_qk * w_qk).sum((-2, -1))
     trace = torch.diagonal(w_qk, dim1=-2, dim2=-1).sum(-1)
-    return kappa1 * scale + kappa2 * (trace - target) ** 2
+    return finite_tensor(kappa1 * scale + kappa2 * (trace - target) ** 2, "the LocATER penalty")
 
 
 def locater_gradients(w_q: torch.Tensor, w_k: torch.Tensor, *, form: str = "corrected",
@@ -70,6 +76,7 @@ def locater_gradients(w_q: torch.Tensor, w_k: torch.Tensor, *, form: str = "corr
     """
     _check_pair(w_q, w_k)
     f = check_option(form, GradientForm, "form")
+    target = check_real(target, "target")
     w_qk = w_q.transpose(-1, -2) @ w_k
     trace = torch.diagonal(w_qk, dim1=-2, dim2=-1).sum(-1)[..., None, None]
     scale_q = 2 * w_k @ w_k.transpose(-1, -2) @ w_q
@@ -80,16 +87,19 @@ def locater_gradients(w_q: torch.Tensor, w_k: torch.Tensor, *, form: str = "corr
     else:
         mean_q = 2 * (trace - target) * w_k
         mean_k = 2 * (trace - target) * w_q
-    return {"scale_q": scale_q, "scale_k": scale_k, "mean_q": mean_q, "mean_k": mean_k}
+    out = {"scale_q": scale_q, "scale_k": scale_k, "mean_q": mean_q, "mean_k": mean_k}
+    return {k: finite_tensor(v, f"the gradient {k}") for k, v in out.items()}
 
 
 def qk_eigen_stats(w_qk: torch.Tensor) -> dict:
     """Eigenspectrum summaries of ``W_QK`` used in Sec. 6--7: ``mean = tr W_QK``,
     ``scale = tr(W_QK^T W_QK)`` (the paper's "scale" for asymmetric ``W_QK``) and
     ``variance = d tr(sym^2) - tr(sym)^2`` of the symmetrised matrix (``d^2`` times the eigenvalue
-    variance, Eq. (8))."""
+    variance, Eq. (8)). Float64 tensors on :func:`sigprop.float64_device` of ``w_qk``'s device."""
     check_tensor(w_qk, "w_qk", ndim_min=2)
-    a = w_qk.double()
+    if w_qk.shape[-1] != w_qk.shape[-2]:
+        raise ValueError(f"w_qk must be square, shape (..., d, d); got {tuple(w_qk.shape)}")
+    a = w_qk.to(float64_device(w_qk.device), torch.float64)
     d = a.shape[-1]
     sym = 0.5 * (a + a.transpose(-1, -2))
     tr = torch.diagonal(a, dim1=-2, dim2=-1).sum(-1)

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from ._config import as_device
+from ._config import as_device, float64_device
 from ._estimate import Estimate
 from ._random import as_generator, block_generator, draw_seed
 from ._validate import check_int
@@ -79,7 +79,7 @@ def monte_carlo(
         if not isinstance(x, torch.Tensor) or x.shape[:1] != (m,):
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"sample_fn({m}, generator) must return a tensor with leading dimension {m}; got {got}")
-        x = x.detach().double()
+        x = x.detach().to(float64_device(x.device), torch.float64)   # sums in float64 (the CPU's for MPS)
         if shift is None:
             shift = x.mean(0)
             total = torch.zeros_like(shift)

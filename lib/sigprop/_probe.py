@@ -76,6 +76,8 @@ class ProbeResult:
       model row t sees t + 1 keys, so uniform attention gives ``1/(t+1)``); padded rows included.
     * ``grad_q``, ``grad_k``, ``grad_v``: (L,), ``||dloss/dW||_F`` per block; ``None`` without
       ``grads=True`` or if some block's projections could not be found.
+    * ``cosine_pairs``: (L+1, B, T, T), the cosine of every token pair (padded tokens included), with
+      ``pairs=True``; else ``None``. For causal models, where early and late tokens differ.
     """
 
     cosine: torch.Tensor
@@ -91,6 +93,7 @@ class ProbeResult:
     family: str
     causal: bool
     notes: tuple[str, ...]
+    cosine_pairs: torch.Tensor | None = None
 
     @property
     def depth(self) -> int:
@@ -241,7 +244,7 @@ def _geometry(h, m):
 
 
 def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, attention_mask=None, causal=None,
-          loss=None, grads: bool = False) -> ProbeResult:
+          loss=None, grads: bool = False, pairs: bool = False) -> ProbeResult:
     """Token geometry and attention statistics of ``model``'s blocks on hidden states ``x``.
 
     Args:
@@ -257,6 +260,7 @@ def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, attention_mask=None
             only labels the result.
         loss: callable of ``h^L`` (shaped like ``x``) returning a scalar; needs ``grads=True``.
         grads: record ``||dloss/dW_{Q,K,V}||_F`` per block.
+        pairs: also return the cosine of every token pair per block (``cosine_pairs``).
 
     Returns:
         :class:`ProbeResult` (shapes there).
@@ -287,6 +291,8 @@ def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, attention_mask=None
     if param is not None and (x.device != param.device or x.dtype != param.dtype):
         raise ValueError(f"x must be on the model's device and dtype ({param.device}, {param.dtype}); "
                          f"got ({x.device}, {x.dtype}): pass x.to(device, dtype)")
+    if not isinstance(pairs, bool):
+        raise TypeError(f"pairs must be a bool; got {type(pairs).__name__}")
     if grads and not callable(loss):
         raise ValueError(f"grads=True needs loss, a callable of the last hidden state; got {loss!r}")
     if loss is not None and not grads:
@@ -378,6 +384,7 @@ def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, attention_mask=None
 
     weight = torch.ones(B, T, dtype=torch.float64, device=h.device) if key_mask is None else key_mask.double()
     geometry = [_geometry(s.detach().double(), weight) for s in states]
+    pair_cos = torch.stack([cosine_matrix(s.detach().double()) for s in states]).cpu() if pairs else None
     cosine, q, p = (torch.stack([g[j] for g in geometry]).cpu() for j in range(3))  # (L+1, B) each
     ipr = entropy = by_position = None
     unreadable = [f"block {block_names[i]}: {why[i]}" for i in range(len(blocks)) if why[i] is not None]
@@ -410,4 +417,5 @@ def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, attention_mask=None
         grad_q=None if grad_norms is None else grad_norms[:, 0],
         grad_k=None if grad_norms is None else grad_norms[:, 1],
         grad_v=None if grad_norms is None else grad_norms[:, 2],
-        block_names=block_names, family=family.value, causal=causal, notes=tuple(notes))
+        block_names=block_names, family=family.value, causal=causal, notes=tuple(notes),
+        cosine_pairs=squeeze(pair_cos))

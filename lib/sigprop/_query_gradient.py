@@ -54,11 +54,12 @@ import numpy as np
 import torch
 
 from ._attention import attention_weights
+from ._config import widest_float
 from ._estimate import Estimate
 from ._montecarlo import monte_carlo
 from ._rem import rem_moments
 from ._tokens import equicorrelated_tokens
-from ._validate import check_int, check_option, check_positive, check_range, to_output
+from ._validate import check_attention_weights, check_int, check_option, check_positive, check_range, to_output
 
 __all__ = ["query_jacobian_norm", "query_grad_norm_mc"]
 __theory__ = ["query_grad_norm"]
@@ -107,7 +108,10 @@ def query_jacobian_norm(x, w_q, w_k, w_v):
     identity of the module docstring, ``O(T^2 d + T^3)``; checked against the full
     autograd Jacobian in ``tests/test_query_gradient.py``.
     """
+    check_attention_weights(x, w_q, w_k, w_v)
     d = x.shape[-1]
+    if w_q.shape[-2] != d:
+        raise ValueError(f"w_q and w_k must be square, (..., d, d) with d = {d}; got {tuple(w_q.shape)}")
     qy = x @ w_q.transpose(-1, -2)                       # (..., T, d) queries
     k = x @ w_k.transpose(-1, -2)                        # keys
     v = x @ w_v.transpose(-1, -2)                        # values
@@ -158,7 +162,7 @@ def query_grad_norm_mc(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, 
             S = A @ (x @ w_v.transpose(-1, -2))
             L = (G * S).sum() / T               # sum over samples of per-sample losses
             (grad,) = torch.autograd.grad(L, w_q)
-        return scale * grad.double().pow(2).sum(dim=(-1, -2))
+        return scale * grad.to(widest_float(grad.device)).pow(2).sum(dim=(-1, -2))
 
     if chunk is None:
         chunk = max(1, min(n, int(2e7 // (T * T + 3 * T * d + 3 * d * d))))

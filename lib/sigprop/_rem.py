@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from scipy.special import gammaln, ndtr
 
+from ._config import widest_float
 from ._estimate import Estimate
 from ._montecarlo import monte_carlo
 from ._validate import broadcast, check_int, check_overlaps, check_positive, check_range, check_seq_len, to_output
@@ -301,7 +302,7 @@ def mc_rem_moments(beta, *, T: int, n: int, q: float = 1.0, p: float = 0.0, gene
     sigma, _ = _rem_rows(beta, T, q, p)
 
     def sample(m, gen):
-        a = sigma * torch.randn(m, T, generator=gen, device=gen.device, dtype=torch.float64)
+        a = sigma * torch.randn(m, T, generator=gen, device=gen.device, dtype=widest_float(gen.device))
         A = torch.softmax(a, dim=-1)
         y2 = A.pow(2).sum(-1)
         return torch.stack([y2, A.pow(3).sum(-1), y2 * y2], dim=-1)
@@ -323,8 +324,8 @@ def cross_overlap_rem(beta, *, T, n, q=1.0, p=0.0, generator=None, device=None) 
     sigma, c = _rem_rows(beta, T, q, p)
 
     def sample(m, gen):
-        b = torch.randn(m, 1, T, generator=gen, device=gen.device, dtype=torch.float64)
-        e = torch.randn(m, 2, T, generator=gen, device=gen.device, dtype=torch.float64)
+        b = torch.randn(m, 1, T, generator=gen, device=gen.device, dtype=widest_float(gen.device))
+        e = torch.randn(m, 2, T, generator=gen, device=gen.device, dtype=b.dtype)
         A = torch.softmax(sigma * (math.sqrt(c) * b + math.sqrt(1.0 - c) * e), dim=-1)
         return torch.stack([A[:, 0].pow(2).sum(-1), (A[:, 0] * A[:, 1]).sum(-1)], dim=-1)
 

@@ -19,6 +19,7 @@ import math
 
 import torch
 
+from ._config import widest_float
 from ._random import as_generator
 from ._validate import check_flag, check_int, check_positive, check_real
 
@@ -86,7 +87,7 @@ def exact_equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, generat
         raise ValueError(f"exact equicorrelated tokens need T + 1 <= d; got T={T}, d={d}")
     rho = check_real(rho, "rho", minimum=0.0, maximum=1.0)
     g, device = _gen(generator, device)
-    G = torch.randn(*batch, T + 1, d, generator=g, device=device, dtype=torch.float64)
+    G = torch.randn(*batch, T + 1, d, generator=g, device=device, dtype=widest_float(device))
     L = torch.linalg.cholesky(G @ G.transpose(-1, -2))  # G G^T = L L^T
     E = torch.linalg.solve_triangular(L, G, upper=False)  # (..., T+1, d), E E^T = I
     x = math.sqrt(d) * (math.sqrt(rho) * E[..., :1, :] + math.sqrt(1.0 - rho) * E[..., 1:, :])
@@ -100,7 +101,7 @@ def orthogonal_tokens(*batch: int, T: int, d: int, generator=None, device=None,
     if T > d:
         raise ValueError(f"orthogonal tokens need T <= d; got T={T}, d={d}")
     g, device = _gen(generator, device)
-    z = torch.randn(*batch, d, T, generator=g, device=device, dtype=torch.float64)
+    z = torch.randn(*batch, d, T, generator=g, device=device, dtype=widest_float(device))
     qmat, r = torch.linalg.qr(z)
     qmat = qmat * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
     return (math.sqrt(d) * qmat.transpose(-1, -2)).to(dtype)
@@ -114,9 +115,9 @@ def random_walk_tokens(*batch: int, T: int, d: int, sigma: torch.Tensor | None =
     """
     batch, T, d = _shape(batch, T, d)
     g, device = _gen(generator, device)
-    steps = torch.randn(*batch, T, d, generator=g, device=device, dtype=torch.float64)
+    steps = torch.randn(*batch, T, d, generator=g, device=device, dtype=widest_float(device))
     if sigma is not None:
-        sigma = torch.as_tensor(sigma, dtype=torch.float64, device=device)
+        sigma = torch.as_tensor(sigma, dtype=steps.dtype, device=device)
         if sigma.shape != (d, d):
             raise ValueError(f"sigma must have shape (d, d)=({d}, {d}); got {tuple(sigma.shape)}")
         if not torch.allclose(sigma, sigma.T, atol=1e-10):

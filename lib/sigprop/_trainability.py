@@ -54,8 +54,9 @@ class TrainabilityDiagram:
 
 
 def cosine_vs_depth(depth, *, beta, alpha_sa=1.0, rho0=0.0, q0=1.0, **kwargs):
-    """``(rho, y2)`` of shape ``(depth + 1, *broadcast)``: cosine after each block and the IPR of each
-    attention layer at its input (``y2[l]`` for the attention of block ``l + 1``; last row NaN).
+    """``(rho, y2)`` of shape ``(depth + 1, *broadcast)``: the cosine after each block (row 0: the input) and
+    the IPR (T -> infinity) of an attention layer acting on those tokens: ``y2[l]`` is that of block ``l + 1``'s
+    attention, and ``y2[depth]`` that of one more block's.
 
     Keyword arguments as in :func:`sigprop.theory.block_map` (``alpha_mlp, sigma_w2, sigma_b2,
     sigma_v2, norm, gain_control, activation``), all broadcasting.
@@ -76,17 +77,15 @@ def cosine_vs_depth(depth, *, beta, alpha_sa=1.0, rho0=0.0, q0=1.0, **kwargs):
     q = np.broadcast_to(qa, shape).copy()
     p = np.broadcast_to(r0 * qa, shape).copy()
     rho = np.empty((depth + 1,) + shape)
-    y2 = np.full((depth + 1,) + shape, np.nan)
-    rho[0] = p / q
-    for l in range(depth):
+    y2 = np.empty((depth + 1,) + shape)
+    bb = np.broadcast_to(b, shape)
+    for l in range(depth + 1):
+        rho[l] = p / q
         # REM at the attention input: LN'd tokens (q = 1, p = rho) for post/pre, raw for "none"
-        if norm == "none":
-            y2[l] = _ipr_limit(np.broadcast_to(b, shape), q, p, 2.0)
-        else:   # post-LN blocks receive normalised tokens, pre-LN normalises before attention
-            y2[l] = _ipr_limit(np.broadcast_to(b, shape), np.ones(shape), p / q, 2.0)
-        q, p = _checked(_one_block(q, p, P, None), l + 1, norm)
-        q, p = np.broadcast_to(q, shape), np.broadcast_to(p, shape)
-        rho[l + 1] = p / q
+        y2[l] = _ipr_limit(bb, q, p, 2.0) if norm == "none" else _ipr_limit(bb, np.ones(shape), p / q, 2.0)
+        if l < depth:
+            q, p = _checked(_one_block(q, p, P, None), l + 1, norm)
+            q, p = np.broadcast_to(q, shape), np.broadcast_to(p, shape)
     return rho, y2
 
 

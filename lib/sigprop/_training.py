@@ -196,7 +196,7 @@ def train_masked_lm(config: BlockConfig, depth: int, task: MaskedTask, *, seeds:
             logits, _ = _encode(params, config, inputs)
             loss = _masked_ce(logits, targets, mask).sum()
             if not bool(torch.isfinite(loss)):
-                raise FloatingPointError(f"training diverged at step {step} (loss {float(loss)}); lower lr={lr}")
+                raise FloatingPointError(f"training diverged at step {step} (loss {loss.item()}); lower lr={lr}")
             opt.zero_grad(set_to_none=False)
             loss.backward()
             _clip_per_network(leaves, max_grad_norm)

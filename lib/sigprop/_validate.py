@@ -105,6 +105,8 @@ def check_int(value, name, *, minimum, maximum=SIZE_MAX):
 
 def check_seq_len(T, name="T"):
     arr = check_finite(T, name)
+    if arr.size == 0:
+        raise ValueError(f"{name} (sequence length) must not be empty")
     if np.any(arr < 2):
         raise ValueError(f"{name} (sequence length) must be >= 2; got {_describe(arr)}")
     return arr

@@ -71,7 +71,7 @@ def _gg_fig4(size, device):
     X = np.stack([np.ones(len(ds)), 1.0 / np.asarray(ds, dtype=float)], 1)
     cov = np.linalg.inv(X.T @ (X / s[:, None] ** 2))
     coef = cov @ X.T @ (m / s**2)
-    est = sp.Estimate(torch.tensor(coef[0]), torch.tensor(math.sqrt(cov[0, 0])), n)
+    est = sp.Estimate(torch.tensor(coef[0], device="cpu"), torch.tensor(math.sqrt(cov[0, 0]), device="cpu"), n)
     return dict(T=T, d=list(ds), samples=n), est, sp.theory.query_grad_norm(2.0, T=T)
 
 

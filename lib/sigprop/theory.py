@@ -19,7 +19,10 @@ from ._attention import (
 from ._query_gradient import query_grad_norm as query_grad_norm
 from ._block_map import (
     block_map as block_map, iterate_block_map as iterate_block_map, mlp_map as mlp_map,
-    relu_kernel as relu_kernel,
+    relu_kernel as relu_kernel, activation_kernel as activation_kernel,
+)
+from ._block_gram import (
+    gram_block_map as gram_block_map, iterate_gram_map as iterate_gram_map, causal_ipr as causal_ipr,
 )
 from ._trainability import (
     trainability_diagram as trainability_diagram, cosine_vs_depth as cosine_vs_depth,
@@ -68,18 +71,19 @@ from ._dictionary import (
 __all__ = [
     "beta_c", "ipr", "ipr_finite", "rem_moments", "cross_overlap", "score_covariance", "attention_map",
     "cosine_map", "query_grad_norm", "block_map", "iterate_block_map", "mlp_map", "relu_kernel",
-    "trainability_diagram", "cosine_vs_depth", "critical_alpha_sa", "uniform_gram_sum", "uniform_sq_norm",
-    "uniform_mean_correlation", "uniform_gram_sum_limit", "uniform_sq_norm_limit",
-    "uniform_mean_correlation_limit", "residual_scaling", "logit_second_moment", "uniform_deviation",
-    "value_grad_sq_norm", "query_grad_sq_norm", "input_grad_sq_norm", "input_grad_bound",
-    "value_grad_sq_norm_equicorrelated", "query_grad_sq_norm_equicorrelated", "query_value_log_ratio",
-    "signal_propagation_moments", "signal_propagation_moments_paper", "variance_profile",
-    "gaussian_propagation_probability", "rho_theta", "rho_theta_limit", "xi_eta", "zhai_entropy_bound",
-    "min_entropy_bound", "one_spike_entropy", "witness_covariance", "prefix_mean_factor",
-    "small_alpha_correction", "quadratic_form_variance", "compound_symmetry_covariance",
-    "compound_symmetry_rho_range", "compound_symmetry_variance", "common_mode_split", "common_mode_energy_of",
-    "uniform_attention_variances", "l1_floor_constant", "shared_plus_noise_energy", "conditional_cosine",
-    "logit_range", "overlap_lower_bound", "cosine_lower_bound", "residual_mixture_correlation",
-    "logit_variance", "beta_equivalent", "qk_variance_for_beta", "beta_xavier", "beta_bao",
-    "bao_self_logit_mean", "branch_from_skip", "glorot_variance"
+    "activation_kernel", "gram_block_map", "iterate_gram_map", "causal_ipr", "trainability_diagram",
+    "cosine_vs_depth", "critical_alpha_sa", "uniform_gram_sum", "uniform_sq_norm", "uniform_mean_correlation",
+    "uniform_gram_sum_limit", "uniform_sq_norm_limit", "uniform_mean_correlation_limit", "residual_scaling",
+    "logit_second_moment", "uniform_deviation", "value_grad_sq_norm", "query_grad_sq_norm",
+    "input_grad_sq_norm", "input_grad_bound", "value_grad_sq_norm_equicorrelated",
+    "query_grad_sq_norm_equicorrelated", "query_value_log_ratio", "signal_propagation_moments",
+    "signal_propagation_moments_paper", "variance_profile", "gaussian_propagation_probability", "rho_theta",
+    "rho_theta_limit", "xi_eta", "zhai_entropy_bound", "min_entropy_bound", "one_spike_entropy",
+    "witness_covariance", "prefix_mean_factor", "small_alpha_correction", "quadratic_form_variance",
+    "compound_symmetry_covariance", "compound_symmetry_rho_range", "compound_symmetry_variance",
+    "common_mode_split", "common_mode_energy_of", "uniform_attention_variances", "l1_floor_constant",
+    "shared_plus_noise_energy", "conditional_cosine", "logit_range", "overlap_lower_bound",
+    "cosine_lower_bound", "residual_mixture_correlation", "logit_variance", "beta_equivalent",
+    "qk_variance_for_beta", "beta_xavier", "beta_bao", "bao_self_logit_mean", "branch_from_skip",
+    "glorot_variance"
 ]

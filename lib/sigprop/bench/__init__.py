@@ -28,14 +28,20 @@ Benchmarks (each returns a list of result rows, see :func:`run`):
 
 Nothing here is asserted in the test suite (``tests/test_bench.py`` runs it at tiny sizes only).
 
+The book's benchmarks page replays a committed run, :data:`RECORD` (``make bench-record``: the default table
+on a quiet machine, then every page under a competing CPU-bound process), read by :func:`load_record`;
+the record's ``meta`` says when, where and at which commit it was measured.
+
 The tanh trainability diagram met the 2 s goal only after the tanh MLP moments were tabulated in
 ``rho`` (Chebyshev, one table per ``q_1``; before that, a 48 x 48 Gauss-Hermite rule per grid point and
 layer took ~1-2 minutes on 100 x 100 x 60).
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
 import time
 from typing import Callable
 
@@ -56,7 +62,29 @@ __all__ = [
     "bench_grad",
     "bench_pages",
     "forward_flops",
+    "RECORD",
+    "load_record",
 ]
+
+#: The committed run shown on the book's benchmarks page (package data).
+RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "records", "bench_record.json")
+
+
+def load_record(path: str | None = None) -> dict:
+    """The committed benchmark run :data:`RECORD` (or ``path``, a file written by ``--json``)."""
+    with open(path or RECORD) as fh:
+        return json.load(fh)
+
+
+def _commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")) if out.returncode == 0 else None
 
 
 # ----------------------------------------------------------------------------- driver
@@ -65,7 +93,8 @@ def _meta(threads):
     return {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
             "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
             "torch_threads": threads, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "loadavg_start": _load(), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "loadavg_start": _load(), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": _commit()}
 
 
 def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, pages_load: bool = False, only=None,

@@ -43,6 +43,7 @@ def main(argv=None) -> int:
             ap.error(f"cannot write --json {args.json!r}: {exc.strerror}")
     result = run(tiny=args.tiny, pages=args.pages, pages_twice=args.pages_twice, pages_load=args.load, only=args.only,
                  threads=args.threads, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr, flush=True))
+    result["meta"]["command"] = " ".join(["python -m sigprop.bench", *(sys.argv[1:] if argv is None else argv)])
     print(format_table(result))
     if args.json:
         with open(args.json, "w") as fh:

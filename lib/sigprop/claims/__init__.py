@@ -20,7 +20,8 @@ the project measured it against the document's own (``scale``) -- never typed in
 
 Each registration also states the status it is ``expected`` to have; ``tests/test_claims.py`` runs the
 whole ledger and fails when a status changes. One module per document, ``claims/<document>.py``,
-registers that document's claims; :func:`load` imports the four. The committed record of a run,
+registers that document's claims (Giorlandino & Goldt's rows on off-the-shelf models are in a second module,
+``giorlandino_goldt2025_real.py``); :func:`load` imports them. The committed record of a run,
 ``sigprop/claims/records/<document>.json`` (``make ledger``), is what the book's prose quotes (the ``{ledger}`` role),
 and the tests check it against a fresh run.
 
@@ -170,8 +171,8 @@ def claim(*, id: str, document: str, source: str, claim: str, expected: str = "r
 
 
 def load() -> None:
-    """Import the four documents' claims modules (each registers its claims when imported)."""
-    from . import aghajanyan2025, bao2024, giorlandino_goldt2025, noci2022  # noqa: F401
+    """Import the documents' claims modules (each registers its claims when imported)."""
+    from . import aghajanyan2025, bao2024, giorlandino_goldt2025, giorlandino_goldt2025_real, noci2022  # noqa: F401
 
 
 def registry(document: str | None = None) -> list[Claim]:

@@ -1,32 +1,113 @@
-"""``python -m sigprop.experiments regimes [--size quick|record|full] [--out FILE] [--threads N]``."""
+"""``python -m sigprop.experiments {regimes,finite-size} ...``: run an experiment and write its record.
+
+* ``regimes [--size demo|quick|record|full] [--out FILE] [--threads N] [--device cpu|cuda]``: the training
+  regimes of Giorlandino & Goldt 2025, Fig. 1(f) and Fig. 5 (``._regimes``).
+* ``finite-size [--case NAME ...] [--size quick|record|full] [--out-dir DIR] [--threads N]``: the
+  finite-size ladders of every comparison of the chapter (``._finite_size``), one file
+  ``finite_size_<case>_<size>.json`` per case. The output folder is checked before any work.
+* ``noci-fig10 [--out FILE]``: the width ladder of Noci et al. 2022, Fig. 10 (``._noci_fig10``; about
+  5 CPU-minutes on one thread).
+"""
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
+import time
 
 import torch
 
-from ._regimes import SIZES, run_regimes, save_record
+
+def _writable_dir(path: str) -> pathlib.Path:
+    p = pathlib.Path(path)
+    if not p.is_dir():
+        raise SystemExit(f"python -m sigprop.experiments: --out-dir {path!r} is not an existing folder")
+    probe = p / ".sigprop-write-test"
+    try:
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise SystemExit(f"python -m sigprop.experiments: cannot write in {path!r}: {exc.strerror}") from None
+    return p
+
+
+def _writable_file(path: str) -> pathlib.Path:
+    p = pathlib.Path(path)
+    try:
+        with open(p, "a"):
+            pass
+    except OSError as exc:
+        raise SystemExit(f"python -m sigprop.experiments: cannot write {path!r}: {exc.strerror}") from None
+    return p
+
+
+def _threads(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--threads must be >= 1; got {n}")
+    return n
 
 
 def main(argv=None) -> int:
+    from ._finite_size import CASES, SIZES
+    from ._regimes import SIZES as REGIME_SIZES
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(prog="python -m sigprop.experiments", description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["regimes"])
-    ap.add_argument("--size", choices=sorted(SIZES), default="record")
-    ap.add_argument("--out", default=None, help="JSON file (default gg2025_regimes_<size>.json)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads on CPU")
-    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    sub = ap.add_subparsers(dest="experiment", required=True)
+    reg = sub.add_parser("regimes", help="training regimes of Fig. 1(f) and Fig. 5")
+    reg.add_argument("--size", choices=sorted(REGIME_SIZES), default="record")
+    reg.add_argument("--out", default=None, help="JSON file (default gg2025_regimes_<size>.json)")
+    reg.add_argument("--threads", type=_threads, default=None, help="torch threads on CPU")
+    reg.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
+    fs = sub.add_parser("finite-size", help="finite-size ladders of the chapter's comparisons")
+    fs.add_argument("--case", nargs="+", choices=sorted(CASES), default=None, help="default: every case")
+    fs.add_argument("--size", choices=SIZES, default="record")
+    fs.add_argument("--out-dir", default=".", help="folder for finite_size_<case>_<size>.json (default: .)")
+    fs.add_argument("--threads", type=_threads, default=1, help="torch threads (default 1)")
+    nf = sub.add_parser("noci-fig10", help="width ladder of Noci et al. 2022, Fig. 10")
+    nf.add_argument("--out", default="noci2022_fig10_finite_size.json", help="JSON file to write")
     args = ap.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    runs = run_regimes(args.size, device=device)
-    out = args.out or f"gg2025_regimes_{args.size}.json"
-    save_record(runs, out, size=args.size, command="python -m sigprop.experiments " + " ".join(argv or sys.argv[1:]))
-    for label, r in runs.items():
-        print(f"{label:40s} final loss {r.eval_loss[-1].mean():.3f} (seeds {r.eval_loss[-1].round(3)}), "
-              f"{r.seconds:.0f} s")
-    print("written", out)
+    command = "python -m sigprop.experiments " + " ".join(argv)
+
+    if args.experiment == "regimes":
+        from ._regimes import run_regimes, save_record
+
+        out = _writable_file(args.out or f"gg2025_regimes_{args.size}.json")
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        runs = run_regimes(args.size, device=device)
+        save_record(runs, str(out), size=args.size, command=command)
+        for label, r in runs.items():
+            print(f"{label:40s} final loss {r.eval_loss[-1].mean():.3f} (seeds {r.eval_loss[-1].round(3)}), "
+                  f"{r.seconds:.0f} s")
+        print("written", out)
+        return 0
+
+    if args.experiment == "noci-fig10":
+        import json
+
+        from ._noci_fig10 import run as run_fig10
+
+        out = _writable_file(args.out)
+        result = run_fig10(command=command, progress=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        fit = result["ladder"]["fit"]
+        print(f"gap(d) = a/d + b: a = {fit['a']:.3f} ± {fit['a_se']:.3f}, b = {fit['b']:+.4f} ± {fit['b_se']:.4f} "
+              f"(chi2 {fit['chi2']:.2f} on {fit['dof']} dof, p = {fit['p']:.2f}); written {out}")
+        return 0
+
+    from ._finite_size import record_name, run_case, save
+
+    folder = _writable_dir(args.out_dir)
+    torch.set_num_threads(args.threads)
+    for name in args.case or sorted(CASES):
+        c0 = time.process_time()
+        record = run_case(name, args.size)
+        path = folder / f"{record_name(name, args.size)}.json"
+        save(record, path, command=command, seconds=time.process_time() - c0)
+        print("written", path, flush=True)
     return 0
 
 
