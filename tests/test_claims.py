@@ -94,3 +94,8 @@ def test_every_claim_has_its_expected_status_and_matches_the_record(document):
 @pytest.mark.parametrize("document", claims.DOCUMENTS)
 def test_record_has_exactly_the_registered_claims(document):
     assert list(claims.load_record(document)) == [c.id for c in claims.registry(document)]
+
+
+def test_run_order_is_the_record_order():
+    """The claims appendix compares the run with the record row by row (book/claims.ipynb)."""
+    assert [c.id for c in claims.registry()] == list(claims.load_record())

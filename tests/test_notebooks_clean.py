@@ -24,3 +24,5 @@ def test_notebook_is_clean(path):
     first = code[0]
     assert "google.colab" in "".join(first["source"]), "the first code cell installs sigprop on Colab"
     assert "remove-cell" in first.get("metadata", {}).get("tags", []), "the Colab cell is hidden in the HTML"
+    # the build must survive a busy machine: threads are set once by the library (sp.threads_for), not per page
+    assert not any("set_num_threads" in "".join(c["source"]) for c in code), "no per-notebook thread pinning"

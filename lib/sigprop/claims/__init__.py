@@ -179,7 +179,8 @@ def registry(document: str | None = None) -> list[Claim]:
     load()
     if document is not None and document not in DOCUMENTS:
         raise ValueError(f"document must be one of {DOCUMENTS}; got {document!r}")
-    return [c for c in _REGISTRY.values() if document is None or c.document == document]
+    found = [c for c in _REGISTRY.values() if document is None or c.document == document]
+    return sorted(found, key=lambda c: DOCUMENTS.index(c.document))  # documents in DOCUMENTS order, as recorded
 
 
 def _float(x) -> float:
@@ -202,7 +203,7 @@ def run_one(c: Claim) -> ClaimResult:
 
 
 def run(document: str | None = None, *, progress: bool = False) -> list[ClaimResult]:
-    """Run every registered claim (of one document) and return the results in registration order."""
+    """Run every registered claim (of one document); results in DOCUMENTS order, each document in registration order."""
     claims = registry(document)
     if progress:
         from tqdm.auto import tqdm
