@@ -36,6 +36,42 @@ def _snapshot(root):
     return snap
 
 
+def bound_kernel_waits(step: float = 1.0) -> None:
+    """Make jupyter_client's asyncio channels wait for a kernel message in slices of at most ``step`` seconds.
+
+    nbclient (the executor of ``make book`` and of :func:`bench_pages`) waits for a cell's reply with one
+    ``await socket.poll(timeout)`` over the whole cell timeout. On a busy machine the asyncio socket can miss
+    the edge-triggered wake-up of a message that has already arrived (the pyzmq behaviour of
+    zeromq/pyzmq#1558): the message is then read only when the poll times out, and the page stalls for the
+    full timeout (900 s) before going on without an error -- seen here under load, about once in twenty page
+    executions. Polling in short slices bounds such a stall to ``step``; the method returns a message or
+    raises ``Empty`` after ``timeout`` exactly as before. Idempotent.
+    """
+    import math
+    from queue import Empty
+    from time import monotonic
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    if getattr(AsyncZMQSocketChannel.get_msg, "_sigprop_step", None) == step:
+        return
+    if not (isinstance(step, (int, float)) and math.isfinite(step) and step > 0):
+        raise ValueError(f"step must be a positive number of seconds; got {step!r}")
+
+    async def get_msg(self, timeout: float | None = None):
+        assert self.socket is not None
+        deadline = None if timeout is None else monotonic() + timeout
+        while True:
+            left = step if deadline is None else min(step, max(0.0, deadline - monotonic()))
+            if await self.socket.poll(int(left * 1000)):
+                return await self._recv()
+            if deadline is not None and monotonic() >= deadline:
+                raise Empty
+
+    get_msg._sigprop_step = step
+    AsyncZMQSocketChannel.get_msg = get_msg
+
+
 #: The competing load of ``bench_pages(load=True)``: a CPU-bound process on two threads (dense matmuls in a loop),
 #: what another build, a test run or a browser puts on a reader's machine.
 _BURNER = ("import os, numpy as np\n"
@@ -71,6 +107,7 @@ def bench_pages(notebooks=None, *, twice: bool = False, load: bool = False, time
     import nbformat
     from nbclient import NotebookClient
 
+    bound_kernel_waits()
     root = _repo_root()
     paths = list(notebooks) if notebooks is not None else _notebooks(root)
     order = (paths[::-1] + paths) if twice else paths
