@@ -70,3 +70,67 @@ def test_cli_tiny(tmp_path, capsys):
     assert main(["--tiny", "--only", "diagram", "--threads", "1", "--json", str(out)]) == 0
     assert "diagram" in capsys.readouterr().out
     assert json.loads(out.read_text())["rows"]
+
+
+def test_committed_record_covers_every_page_under_load():
+    """The benchmarks page replays RECORD: it must be a full ``make bench-record`` run of today's pages."""
+    import os
+
+    from sigprop.bench._pages import _notebooks
+    from sigprop.bench._speed import _repo_root
+
+    rec = bench.load_record()
+    assert "--pages" in rec["meta"]["command"] and "--load" in rec["meta"]["command"], rec["meta"]["command"]
+    pages = {r["setting"]: r for r in rec["rows"] if r["bench"] == "pages" and r["setting"] != "total"
+             and not r["setting"].startswith("book/assignments/")}   # otter masters, timed by the 53cf013 harness
+    root = _repo_root()
+    expected = {os.path.relpath(p, root) for p in _notebooks(root)}
+    assert set(pages) == expected, f"record is stale: missing {sorted(expected - set(pages))}, extra {sorted(set(pages) - expected)}"
+    assert all(r["under_load"] for r in pages.values())
+    assert not [s for s, r in pages.items() if r["error"]], "pages that failed in the recorded run"
+    assert not [s for s, r in pages.items() if r["wrote_outside_build"]], "pages that wrote outside the build"
+    speed = {r["bench"] for r in rec["rows"]}
+    assert {"forward", "naive loop", "diagram", "per-sample grad"} <= speed
+
+
+def test_bounded_kernel_waits_poll_in_slices_and_keep_the_contract():
+    """bench._pages.bound_kernel_waits: a message is returned as soon as a slice sees it, Empty after timeout."""
+    import asyncio
+    import time
+    from queue import Empty
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    from sigprop.bench._pages import bound_kernel_waits
+
+    original = AsyncZMQSocketChannel.get_msg
+    try:
+        bound_kernel_waits(step=0.05)
+
+        class Socket:          # a message that a poll sees only from the third slice on (a missed wake-up)
+            def __init__(self, ready_after):
+                self.polls, self.ready_after = [], ready_after
+
+            async def poll(self, timeout_ms):
+                self.polls.append(timeout_ms)
+                await asyncio.sleep(timeout_ms / 1000)
+                return int(len(self.polls) > self.ready_after)
+
+        channel = object.__new__(AsyncZMQSocketChannel)
+
+        async def recv():
+            return {"msg": "reply"}
+
+        channel._recv = recv
+        channel.socket = Socket(ready_after=2)
+        assert asyncio.run(channel.get_msg(timeout=10.0)) == {"msg": "reply"}
+        assert channel.socket.polls == [50, 50, 50]          # three 50 ms slices, not one 10 s poll
+        channel.socket = Socket(ready_after=10**6)
+        t = time.perf_counter()
+        with pytest.raises(Empty):
+            asyncio.run(channel.get_msg(timeout=0.12))
+        assert 0.1 <= time.perf_counter() - t < 1.0
+        with pytest.raises(ValueError, match="step"):
+            bound_kernel_waits(step=0)
+    finally:
+        AsyncZMQSocketChannel.get_msg = original

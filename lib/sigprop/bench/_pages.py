@@ -13,10 +13,13 @@ from ._speed import _repo_root, _row
 # ----------------------------------------------------------------------------- 5. book pages
 
 def _notebooks(root):
+    """The book's pages (as the Makefile's NOTEBOOKS): every notebook under chapters/ and book/, except the
+    assignment masters in book/assignments (otter-grader sources, graded by tests/test_assignments.py)."""
     found = []
     for top in ("chapters", "book"):
         for dirpath, dirnames, files in os.walk(os.path.join(root, top)):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_"))
+                                 and os.path.join(dirpath, d) != os.path.join(root, "book", "assignments"))
             found += [os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".ipynb")]
     return found
 
