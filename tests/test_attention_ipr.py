@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import sigprop as sp
-from conftest import Z
 
 
 def test_mc_attention_ipr_matches_finite_width_rem():

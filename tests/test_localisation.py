@@ -544,7 +544,6 @@ def test_qk_gradient_terms_sum_to_autograd():
     """The three terms (19)-(21) of Bao et al.'s QK-gradient (used by the ledger rows on Eq. (4)) add up to the
     autograd gradient of J = E||y - F||^2/2 for the one-layer model with the clipped linear softmax.
     Float64; tolerance: sp.TOL float64 relative, on sums of O(N T^2 d^2) products."""
-    from sigprop.claims.bao2024 import qk_gradient_terms
 
     g = torch.Generator().manual_seed(21)
     N, T, d = 64, 12, 8

@@ -10,7 +10,6 @@ Examples are derandomized (the same examples on every run), so a failure reprodu
 import math
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

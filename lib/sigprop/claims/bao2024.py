@@ -205,7 +205,7 @@ def _fig5_cell(sigma_name, mean, scale):
              "(eigenvalues N(0.05, 0.5^2), Sigma = I, theta = 0.7).",
        expected="approximation", nature="approximation", scale=FIG5_SCALE)
 def _rho():
-    T, i = FIG5["T"], 28
+    i = 28
     c = _fig5_cell("isotropic", 0.05, 0.5)
     est = sp.estimate(c["ind"][..., i - 1].reshape(-1).double())
     return Measured(stated=c["paper"][:, i - 1].mean(), measured=est.mean, stderr=est.stderr, tolerance=Z * est.stderr,
