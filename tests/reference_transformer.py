@@ -1,7 +1,7 @@
 """An independent reference transformer: the plain ``nn.Module`` a reader would write.
 
 One module per network, one sequence at a time, Python loops over layers and heads, ``nn.Linear``
-layers and ``torch.softmax`` -- written from the module docstring of ``sigprop._block``, sharing no code
+layers and ``torch.softmax`` -- written from the module docstring of ``sigprop.block._network``, sharing no code
 with the library. The off-the-shelf pieces (output projection ``W_O``, value and output biases, GELU in
 both forms) are written from their textbook definitions: GELU as ``x Phi(x)`` with ``Phi`` through
 ``erf``, and ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``. ``tests/test_block.py`` checks :func:`sigprop.transformer_forward` (both kernels)
@@ -19,7 +19,7 @@ class NaiveTransformer(torch.nn.Module):
 
     ``NaiveTransformer(config, depth)``; :meth:`load` copies network ``i`` of a
     :class:`sigprop.TransformerParams`. Python loops over layers and heads, ``nn.Linear`` layers,
-    ``torch.softmax`` -- what a reader would write from the module docstring of ``sigprop._block``.
+    ``torch.softmax`` -- what a reader would write from the module docstring of ``sigprop.block._network``.
     """
 
     def __init__(self, config, depth: int):

@@ -1,4 +1,4 @@
-r"""Tests for sigprop._agreement: whole-curve agreement calibrated over initialisations.
+r"""Tests for sigprop.stats._agreement: whole-curve agreement calibrated over initialisations.
 
 Synthetic curves with known truth: rows are i.i.d. initialisations x_i = theta + sigma * (L g_i)
 with g_i standard normal and R = L L^T an AR(1) or exchangeable correlation between points,
@@ -45,7 +45,7 @@ import pytest
 import torch
 
 import sigprop as sp
-from sigprop._agreement import CurveAgreement, _bootstrap_counts, _random_signs, curve_agreement, min_initialisations
+from sigprop.stats._agreement import CurveAgreement, _bootstrap_counts, _random_signs, curve_agreement, min_initialisations
 
 K_POINTS = 60
 SIGMA = np.linspace(0.1, 1.0, K_POINTS)  # unequal scales: studentisation matters

@@ -1,4 +1,4 @@
-"""Tests for sigprop._attention: the layer, its maps (Giorlandino & Goldt 2025, App. B.1-B.2, Eq. 3) and its Monte Carlo."""
+"""Tests for sigprop.attention._layer: the layer, its maps (Giorlandino & Goldt 2025, App. B.1-B.2, Eq. 3) and its Monte Carlo."""
 import math
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Tests for sigprop._attention_ipr: the IPR of random attention layers (streaming kernel, finite-width REM)."""
+"""Tests for sigprop.attention._ipr: the IPR of random attention layers (streaming kernel, finite-width REM)."""
 import math
 
 import numpy as np

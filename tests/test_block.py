@@ -169,7 +169,7 @@ def test_off_the_shelf_pieces_match_the_independent_reference(kw):
     params = sp.sample_transformer(cfg, 2, inits=2, generator=0, dtype=torch.float64)
     x = sp.gaussian_tokens(2, 3, T=4, d=8, generator=1, dtype=torch.float64)
     models = [NaiveTransformer(cfg, 2).double().load(params, i) for i in range(2)]
-    from sigprop._block import _forward_reference
+    from sigprop.block import forward_reference as _forward_reference
     with torch.no_grad():
         ref = naive_forward(models, x)
         fast = sp.transformer_forward(x, params, cfg)

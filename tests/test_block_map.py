@@ -178,7 +178,7 @@ def test_activation_kernel_against_monte_carlo(activation, a, b, c):
 
 def test_gelu_kernel_closed_form_is_exact():
     # the closed form against a 200 x 200 Gauss-Hermite rule (GELU is entire: the rule converges spectrally)
-    from sigprop._block_map import _gelu
+    from sigprop.block._map import _gelu
     x, w = np.polynomial.hermite_e.hermegauss(200)
     w = w / w.sum()
     for a, b, c in [(1.0, 1.0, 0.3), (0.3, 2.0, 0.5), (2.0, 2.0, 2.0), (0.5, 0.5, -0.4), (5.0, 1.0, 1.9)]:
@@ -195,7 +195,7 @@ def test_gelu_kernel_closed_form_is_exact():
 @pytest.mark.parametrize("activation", ["tanh", "gelu_tanh"])
 def test_kernel_table_matches_the_quadrature(activation):
     # large arrays with one variance pair are tabulated in the correlation (Chebyshev): same values to 1e-10
-    from sigprop._block_map import _kernel, _kernel_quad
+    from sigprop.block._map import _kernel, _kernel_quad
     r = np.random.default_rng(0).uniform(-1, 1, (40, 40))
     for q1 in (0.3, 1.0, 6.0):
         a = np.full(r.shape, q1)

@@ -1,4 +1,4 @@
-"""Tests for sigprop._covariance (Aghajanyan 2025): theory vs Monte Carlo, exact identities.
+"""Tests for sigprop.attention._covariance (Aghajanyan 2025): theory vs Monte Carlo, exact identities.
 
 Monte Carlo checks use |MC - theory| <= Z * SE with fixed seeds (Z = 4) for single numbers; a matrix of
 entries estimated from the same draws (all pairs (i, l) of one sample) is one curve-level test,

@@ -1,4 +1,4 @@
-"""The exact finite-T cross-overlap Y_p of two correlated REM rows (sigprop._rem.cross_overlap), and the
+"""The exact finite-T cross-overlap Y_p of two correlated REM rows (sigprop.attention._rem.cross_overlap), and the
 finite-T block map that uses it (Giorlandino & Goldt 2025, App. B.2.2).
 
 The finite-T map used to set Y_p = 1/T (exact for independent rows); in the condensed phase with p > 0 the
@@ -30,7 +30,7 @@ def test_limits_and_resolution():
     assert th.cross_overlap(2.0 / math.sqrt(1e-9), 50, 1.0, 1 - 1e-9) == pytest.approx(
         th.ipr_finite(2.0 / math.sqrt(1e-9), 50, 1.0, 1 - 1e-9), rel=1e-6)
     # a grid four times finer changes nothing at the 1e-9 level
-    from sigprop import _rem
+    from sigprop.attention import _rem
     for sigma, T, c in [(3.0, 64, 0.3), (0.4, 1000, 0.5), (12.0, 16, 0.8)]:
         coarse = _rem._cross_quadrature(sigma, T, c)
         old = _rem._DX

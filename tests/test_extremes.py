@@ -15,7 +15,7 @@ import torch
 
 import sigprop as sp
 from conftest import Z
-from sigprop._block import TransformerParams, _forward_reference
+from sigprop.block import TransformerParams, forward_reference
 
 
 # ----------------------------------------------------------------------------- beta up to 50, T = 100,000
@@ -52,8 +52,8 @@ def test_ipr_streaming_matches_dense_softmax_at_large_beta():
     est = sp.mc_attention_ipr([50.0], T=T, d=d, inits=2, queries=Q, r=(2,), generator=7, device="cpu",
                               dtype=torch.float64)
     # rebuild the draws exactly as the kernel does
-    from sigprop._random import as_generator, block_generator, draw_seed
-    from sigprop._attention_ipr import KEY_BLOCK
+    from sigprop.stats._random import as_generator, block_generator, draw_seed
+    from sigprop.attention._ipr import KEY_BLOCK
 
     base = draw_seed(as_generator(7))
     n_blocks = -(-T // KEY_BLOCK)
@@ -158,11 +158,11 @@ def test_forward_huge_logits_no_overflow():
 
 def test_forward_pre_ln_huge_tokens_no_overflow():
     # float32 tokens of size 1e25: |x|^2 overflows float32; the forward's LN must still normalise them
-    from sigprop._attention import _layer_norm_
+    from sigprop.attention import normalise_tokens_
 
     x = sp.gaussian_tokens(2, T=8, d=16, generator=1)
-    assert torch.allclose(_layer_norm_(1e25 * x, False), sp.layer_norm(x), rtol=1e-5, atol=1e-6)
-    assert torch.allclose(_layer_norm_(1e25 * x, True), sp.layer_norm(x, center=True), rtol=1e-5, atol=1e-5)
+    assert torch.allclose(normalise_tokens_(1e25 * x, False), sp.layer_norm(x), rtol=1e-5, atol=1e-6)
+    assert torch.allclose(normalise_tokens_(1e25 * x, True), sp.layer_norm(x, center=True), rtol=1e-5, atol=1e-5)
     cfg = sp.BlockConfig(d=16, norm="pre", sigma_qk2=0.1)
     params = sp.sample_transformer(cfg, 2, inits=2, generator=0)
     out = sp.transformer_forward(1e25 * x, params, cfg)
@@ -184,5 +184,5 @@ def test_zero_tokens_stay_zero_not_nan():
     params = sp.sample_transformer(cfg, 5, inits=2, generator=0)
     out = sp.transformer_forward(torch.zeros(2, 4, 8), params, cfg)
     assert torch.isfinite(out).all()
-    ref = _forward_reference(torch.zeros(2, 2, 4, 8), params, cfg, lambda y: y)
+    ref = forward_reference(torch.zeros(2, 2, 4, 8), params, cfg, lambda y: y)
     assert torch.allclose(out, ref, atol=1e-6)

@@ -1,4 +1,4 @@
-"""Tests for sigprop._gradients: Noci et al. (2022) Lemma 3.1, Theorem 3.2, Eqs. (17)-(18).
+"""Tests for sigprop.attention._gradients: Noci et al. (2022) Lemma 3.1, Theorem 3.2, Eqs. (17)-(18).
 
 Monte Carlo checks are single points, each from its own draws, with |MC - theory| <= 4 SE at fixed seeds
 (conftest.Z: two-sided 6e-5 per check); exact identities use the float64 row of sp.TOL, times a stated
@@ -12,7 +12,7 @@ import torch
 
 import sigprop as sp
 from conftest import Z
-from sigprop._gradients import (
+from sigprop.attention._gradients import (
     attention_jacobian_sq_norms,
     input_grad_bound,
     input_grad_sq_norm,

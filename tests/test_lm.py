@@ -1,4 +1,4 @@
-"""Tests for sigprop._lm: the small trainable language model and its training loop."""
+"""Tests for sigprop.models._lm: the small trainable language model and its training loop."""
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-"""Tests for sigprop._localisation (Bao, Hataya & Karakida 2024, Sec. 2-5, Lemma 1-2, Eqs. 5-10).
+"""Tests for sigprop.attention._localisation (Bao, Hataya & Karakida 2024, Sec. 2-5, Lemma 1-2, Eqs. 5-10).
 
 Monte Carlo checks: |MC - theory| <= Z * SE with fixed seeds. Z = 4 per entry; where a test
 compares a whole profile of T positions at once it keeps Z = 4.5 so that the family-wise false
@@ -13,18 +13,18 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-import sigprop._localisation
-import sigprop._locater
-from sigprop._tokens import random_walk_tokens
-from sigprop._localisation import (anisotropic_sigma, gaussian_propagation_probability, qk_gradient_terms,
+import sigprop.attention._localisation
+import sigprop.attention._locater
+from sigprop.inputs._tokens import random_walk_tokens
+from sigprop.attention._localisation import (anisotropic_sigma, gaussian_propagation_probability, qk_gradient_terms,
                                    last_query_logits, linearised_softmax_argument,
                                    min_entropy_bound, one_spike_entropy, piecewise_linear_softmax,
                                    propagation_indicator, qk_norms, qk_traces, rho_theta,
                                    rho_theta_limit, signal_propagation_moments,
                                    signal_propagation_moments_paper, spectral_qk_matrix,
                                    variance_profile, xi_eta, zhai_entropy_bound)
-from sigprop._montecarlo import monte_carlo
-from sigprop._validate import TOL
+from sigprop.stats._montecarlo import monte_carlo
+from sigprop.stats._validate import TOL
 from conftest import Z
 
 Z_PROFILE = 4.5
@@ -450,8 +450,8 @@ def meta_is_mps(monkeypatch):
     def float64_device(device=None):
         device = torch.device("meta") if device is None else torch.device(device)
         return torch.device("cpu") if device.type == "meta" else device
-    monkeypatch.setattr(sigprop._localisation, "float64_device", float64_device)
-    monkeypatch.setattr(sigprop._locater, "float64_device", float64_device)
+    monkeypatch.setattr(sigprop.attention._localisation, "float64_device", float64_device)
+    monkeypatch.setattr(sigprop.attention._locater, "float64_device", float64_device)
 
 
 def test_samplers_draw_on_the_generators_device():
@@ -493,7 +493,7 @@ def test_monte_carlo_of_the_chapter_runs_on_the_default_device(monkeypatch):
     """sp.monte_carlo puts its child generators on its device (sp.default_device() unless given: CUDA when
     present); the chapter's sample function (walks from the child generator, W_QK fixed outside) must then stay
     on that device. Here the device is meta, and its child generators are MetaGenerators."""
-    import sigprop._montecarlo as mc
+    import sigprop.stats._montecarlo as mc
 
     monkeypatch.setattr(mc, "block_generator", lambda base, block, device: MetaGenerator())
     w_qk = spectral_qk_matrix(d=8, mean=0.1, scale=0.3, generator=1)                 # CPU, as in the chapter

@@ -1,4 +1,4 @@
-"""Tests for sigprop._locater: LocATER (Bao, Hataya & Karakida 2024, Sec. 6) against autograd.
+"""Tests for sigprop.attention._locater: LocATER (Bao, Hataya & Karakida 2024, Sec. 6) against autograd.
 
 Exact identities in float64 with the tolerance table sp.TOL.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sigprop._locater import locater_gradients, locater_penalty, qk_eigen_stats
-from sigprop._validate import TOL
+from sigprop.attention._locater import locater_gradients, locater_penalty, qk_eigen_stats
+from sigprop.stats._validate import TOL
 from test_localisation import DeviceAudit, meta_is_mps  # noqa: F401  (meta stands in for an accelerator)
 
 RTOL, ATOL = TOL[torch.float64]

@@ -13,7 +13,10 @@ import pytest
 import sigprop as sp
 
 LIB = pathlib.Path(sp.__file__).parent
-MODULES = sorted(p.stem for p in LIB.glob("_*.py") if p.stem != "__init__" and p.stem != "__main__")
+#: the concept folders (CONTRIBUTING.md: "where does my formula go"); each holds private one-concept modules
+FOLDERS = ("stats", "inputs", "attention", "block", "models", "course")
+MODULES = sorted(f"{p.parent.name}.{p.stem}" for folder in FOLDERS for p in (LIB / folder).glob("_*.py")
+                 if p.stem != "__init__")
 #: CONTRIBUTING.md: "a few hundred lines at most"; module docstrings with the maths count too.
 MAX_LINES = 450
 
@@ -50,3 +53,39 @@ def test_layout_rules(path):
     calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
              and getattr(n.func, "attr", getattr(n.func, "id", None)) in ("import_module", "__import__")]
     assert not calls, f"{path.name} imports modules dynamically"
+
+
+def _imports(path):
+    """(module path relative to sigprop, imported names) of every ``from ..x import a, b`` in ``path``."""
+    tree = ast.parse(path.read_text())
+    here = path.relative_to(LIB).parent.parts
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+            target = (*base, *(node.module or "").split(".")) if node.module else base
+            yield tuple(p for p in target if p), [a.name for a in node.names]
+
+
+@pytest.mark.parametrize("path", sorted(LIB.rglob("*.py")), ids=lambda p: str(p.relative_to(LIB)))
+def test_no_private_name_crosses_a_folder(path):
+    """A folder's private names stay in it; only the engine (``stats``) lends its private helpers out
+    (CONTRIBUTING.md). Other folders talk through the names their ``__init__`` exports."""
+    folder = path.relative_to(LIB).parts[0] if len(path.relative_to(LIB).parts) > 1 else ""
+    for target, names in _imports(path):
+        if not target or target[0] in (folder, "stats"):
+            continue
+        private = [n for n in names if n.startswith("_")]
+        assert not private, f"{path.relative_to(LIB)} imports private {private} from {'.'.join(target)}"
+
+
+@pytest.mark.parametrize("path", sorted(LIB.rglob("*.py")), ids=lambda p: str(p.relative_to(LIB)))
+def test_no_function_level_imports_of_sigprop(path):
+    """Imports at the top of a module (none is needed inside a function: the folders form no cycle).
+    The one exception is the claims registry: each document's claims file imports the registry it fills."""
+    if path == LIB / "claims" / "__init__.py":
+        return
+    tree = ast.parse(path.read_text())
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("sigprop")):
+                pytest.fail(f"{path.relative_to(LIB)}:{node.lineno} imports inside {fn.name}()")

@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from sigprop._probe import ProbeResult, probe
-from sigprop._validate import TOL
+from sigprop.models._probe import ProbeResult, probe
+from sigprop.stats._validate import TOL
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,4 +1,4 @@
-"""Tests for sigprop._query_gradient (Giorlandino & Goldt 2025, Result 2, Eq. 26)."""
+"""Tests for sigprop.attention._query_gradient (Giorlandino & Goldt 2025, Result 2, Eq. 26)."""
 import math
 
 import numpy as np

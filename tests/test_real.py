@@ -15,8 +15,8 @@ import torch
 
 import sigprop as sp
 from conftest import Z
-from sigprop._probe import _find_blocks, _masks, _run_block
-from sigprop._validate import TOL
+from sigprop.models._probe import _find_blocks, _masks, _run_block
+from sigprop.stats._validate import TOL
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()

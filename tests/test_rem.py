@@ -1,4 +1,4 @@
-"""Tests for sigprop._rem: the REM of one attention row (Giorlandino & Goldt 2025, Result 1, App. B.1-B.3)."""
+"""Tests for sigprop.attention._rem: the REM of one attention row (Giorlandino & Goldt 2025, Result 1, App. B.1-B.3)."""
 import math
 
 import numpy as np
@@ -119,7 +119,7 @@ def test_quadrature_sum_rule_and_resolution():
             beta = sigma / math.sqrt(math.log(T))
             assert th.ipr_finite(beta, T, r=1) == pytest.approx(1.0, abs=1e-10)
     # a grid four times finer changes nothing at the 1e-10 level
-    from sigprop import _rem
+    from sigprop.attention import _rem
     for sigma, T in [(3.0, 6), (10.0, 1000), (0.5, 1e5), (500.0, 64)]:
         coarse = _rem._quadrature(sigma, T, (2.0, 3.0), square=True)
         old = (_rem._X_LO, _rem._X_HI, _rem._DX)

@@ -1,4 +1,4 @@
-"""Tests for sigprop._style.use_book_style (the book's matplotlib style)."""
+"""Tests for sigprop.course._style.use_book_style (the book's matplotlib style)."""
 from __future__ import annotations
 
 import ast
@@ -13,8 +13,8 @@ matplotlib = pytest.importorskip("matplotlib")
 import matplotlib.figure  # noqa: E402
 import matplotlib.font_manager  # noqa: E402
 
-from sigprop import _style  # noqa: E402
-from sigprop._style import MAX_FIGURE_WIDTH, use_book_style  # noqa: E402
+from sigprop.course import _style  # noqa: E402
+from sigprop.course._style import MAX_FIGURE_WIDTH, use_book_style  # noqa: E402
 
 LIB = pathlib.Path(_style.__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_a_default_figure_fits_the_column(restore_rc):
 def test_outside_ipython_does_not_import_ipython():
     result = _run("""
         import sys
-        import sigprop._style as style
+        import sigprop.course._style as style
         assert "IPython" not in sys.modules, "importing sigprop imported IPython"
         style.use_book_style()
         style.use_book_style()
@@ -119,7 +119,7 @@ def test_under_ipython_figures_are_retina():
         import base64, struct
         from IPython.core.interactiveshell import InteractiveShell
         shell = InteractiveShell.instance()
-        import sigprop._style as style
+        import sigprop.course._style as style
         style.use_book_style()
         style.use_book_style()
         from matplotlib_inline.config import InlineBackend

@@ -1,4 +1,4 @@
-"""Tests for sigprop._trainability (Giorlandino & Goldt 2025, Fig. 1(c))."""
+"""Tests for sigprop.block._trainability (Giorlandino & Goldt 2025, Fig. 1(c))."""
 import time
 
 import numpy as np
@@ -20,7 +20,7 @@ def test_100x100_grid_60_layers_under_two_seconds():
 
 def test_tanh_diagram_under_two_seconds_and_equal_to_the_quadrature():
     # tanh MLP moments are tabulated in rho (one Chebyshev table per q1); same diagram as point-by-point quadrature
-    from sigprop import _block_map
+    from sigprop.block import _map as _block_map
     b, a = np.linspace(0.05, 3, 100), np.linspace(0.5, 3, 100)
     tanh = dict(activation="tanh", sigma_w2=6.25, sigma_b2=0.1, sigma_v2=1.0)
     _block_map._tanh_table.cache_clear()
@@ -39,7 +39,7 @@ def test_tanh_diagram_under_two_seconds_and_equal_to_the_quadrature():
 
 def test_tanh_table_keeps_odd_symmetry():
     # tanh without bias keeps rho = 0 exactly; a table that did not would seed p < 0 and break the map
-    from sigprop import _block_map
+    from sigprop.block import _map as _block_map
     b, a = np.linspace(0.05, 3, 100), np.linspace(0.05, 3, 100)
     D = sp.theory.trainability_diagram(b, a, depth=60, activation="tanh")        # sigma_w2 = 2, sigma_b2 = 0
     np.testing.assert_array_equal(D.rho_final, 0.0)
@@ -50,7 +50,7 @@ def test_tanh_table_keeps_odd_symmetry():
 
 
 def test_tanh_table_falls_back_to_quadrature_for_step_like_tanh():
-    from sigprop import _block_map
+    from sigprop.block import _map as _block_map
     assert _block_map._tanh_table(1.0) is not None
     assert _block_map._tanh_table(400.0) is None          # tanh(20 z) is a step: table refused
     rho = np.linspace(-1, 1, 1000)

@@ -1,4 +1,4 @@
-"""Masked-token training of random transformers (sigprop._training, sigprop.experiments)."""
+"""Masked-token training of random transformers (sigprop.models._training, sigprop.experiments)."""
 import dataclasses
 import itertools
 import math
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import sigprop as sp
-from sigprop._training import _encode, _masked_ce
+from sigprop.models._training import _encode, _masked_ce
 from sigprop.experiments import BLOCK, REGIMES, SIZES, load_record, regime_config, run_regimes
 
 CFG = sp.BlockConfig(d=8, norm="post", alpha_sa=1.5, sigma_v2=2.0, sigma_w2=0.2, sigma_b2=4e-4,

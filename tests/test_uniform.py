@@ -1,4 +1,4 @@
-"""Tests for sigprop._uniform: Noci et al. (2022) Lemmas 3.2-3.3, Theorem 3.3, Lemma A.7.
+"""Tests for sigprop.attention._uniform: Noci et al. (2022) Lemmas 3.2-3.3, Theorem 3.3, Lemma A.7.
 
 Monte Carlo runs use sp.BlockConfig(norm="none", activation="linear", logit_scale=0.0, ...):
 logit scale 0 makes every attention matrix exactly uniform (Assumption 3.1), the MLP is
@@ -14,8 +14,8 @@ import torch
 
 import sigprop as sp
 from conftest import Z
-from sigprop._dictionary import glorot_variance
-from sigprop._uniform import (
+from sigprop.attention._dictionary import glorot_variance
+from sigprop.attention._uniform import (
     logit_second_moment,
     residual_scaling,
     uniform_deviation,

@@ -14,77 +14,77 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from ._config import (
+from .stats._config import (
     Profile as Profile, profile as profile, set_profile as set_profile, pick as pick,
     default_device as default_device, as_device as as_device, float64_device as float64_device,
     widest_float as widest_float, threads_for as threads_for,
 )
-from ._random import as_generator as as_generator
-from ._validate import TOL as TOL
-from ._estimate import Estimate as Estimate, estimate as estimate
-from ._agreement import (
+from .stats._random import as_generator as as_generator
+from .stats._validate import TOL as TOL
+from .stats._estimate import Estimate as Estimate, estimate as estimate
+from .stats._agreement import (
     CurveAgreement as CurveAgreement, curve_agreement as curve_agreement,
     min_initialisations as min_initialisations,
 )
-from ._montecarlo import monte_carlo as monte_carlo, progress_bar as progress_bar
-from ._checkers import check_function as check_function, CheckFailed as CheckFailed
-from ._style import use_book_style as use_book_style
-from ._measures import (
+from .stats._montecarlo import monte_carlo as monte_carlo, progress_bar as progress_bar
+from .course._checkers import check_function as check_function, CheckFailed as CheckFailed
+from .course._style import use_book_style as use_book_style
+from .stats._measures import (
     token_overlaps as token_overlaps, cosine_matrix as cosine_matrix, mean_cosine as mean_cosine,
     attention_ipr as attention_ipr, attention_entropy as attention_entropy,
     cross_token_covariance as cross_token_covariance, stable_rank as stable_rank,
 )
-from ._tokens import (
+from .inputs._tokens import (
     gaussian_tokens as gaussian_tokens, equicorrelated_tokens as equicorrelated_tokens,
     orthogonal_tokens as orthogonal_tokens, random_walk_tokens as random_walk_tokens,
     exact_equicorrelated_tokens as exact_equicorrelated_tokens,
 )
-from ._language import (
+from .inputs._language import (
     MarkovSource as MarkovSource, MaskedTask as MaskedTask, TextCorpus as TextCorpus,
     load_text_corpus as load_text_corpus,
 )
-from ._rem import cross_overlap_rem as cross_overlap_rem, mc_rem_moments as mc_rem_moments
-from ._attention import (
+from .attention._rem import cross_overlap_rem as cross_overlap_rem, mc_rem_moments as mc_rem_moments
+from .attention._layer import (
     self_attention as self_attention, layer_norm as layer_norm, attention_weights as attention_weights,
     sample_scores as sample_scores, attention_layer_mc as attention_layer_mc,
     AttentionLayerStats as AttentionLayerStats,
 )
-from ._attention_ipr import mc_attention_ipr as mc_attention_ipr, ipr_finite_width as ipr_finite_width
-from ._query_gradient import query_jacobian_norm as query_jacobian_norm, query_grad_norm_mc as query_grad_norm_mc
-from ._block import (
+from .attention._ipr import mc_attention_ipr as mc_attention_ipr, ipr_finite_width as ipr_finite_width
+from .attention._query_gradient import query_jacobian_norm as query_jacobian_norm, query_grad_norm_mc as query_grad_norm_mc
+from .block._network import (
     BlockConfig as BlockConfig, TransformerParams as TransformerParams, sample_transformer as sample_transformer,
     transformer_forward as transformer_forward, mc_cosine_vs_depth as mc_cosine_vs_depth,
 )
-from ._block_gram import GramTrajectory as GramTrajectory
-from ._trainability import (
+from .block._gram import GramTrajectory as GramTrajectory
+from .block._trainability import (
     TrainabilityDiagram as TrainabilityDiagram, TRAINABLE as TRAINABLE, RANK_COLLAPSE as RANK_COLLAPSE,
     ENTROPY_COLLAPSE as ENTROPY_COLLAPSE, PHASE_NAMES as PHASE_NAMES,
 )
-from ._training import (
+from .models._training import (
     TrainingRun as TrainingRun, train_masked_lm as train_masked_lm, masked_lm_init as masked_lm_init,
 )
-from ._lm import LMConfig as LMConfig, TinyLM as TinyLM, fit as fit
-from ._probe import probe as probe, ProbeResult as ProbeResult
-from ._real import read_init as read_init, reinitialise as reinitialise, ModelInit as ModelInit
-from ._uniform import (
+from .models._lm import LMConfig as LMConfig, TinyLM as TinyLM, fit as fit
+from .models._probe import probe as probe, ProbeResult as ProbeResult
+from .models._real import read_init as read_init, reinitialise as reinitialise, ModelInit as ModelInit
+from .attention._uniform import (
     gram_sum as gram_sum, uniform_self_attention as uniform_self_attention,
     ratio_correlation as ratio_correlation, fit_power_law as fit_power_law,
 )
-from ._gradients import (
+from .attention._gradients import (
     attention_jacobian_sq_norms as attention_jacobian_sq_norms,
     softmax_param_grad_sq_norms as softmax_param_grad_sq_norms, loss_grad_sq_norms as loss_grad_sq_norms,
-    transformer_layer_grad_sq_norms as transformer_layer_grad_sq_norms,
 )
-from ._localisation import (
+from .block._gradients import transformer_layer_grad_sq_norms as transformer_layer_grad_sq_norms
+from .attention._localisation import (
     spectral_qk_matrix as spectral_qk_matrix, anisotropic_sigma as anisotropic_sigma,
     last_query_logits as last_query_logits, linearised_softmax_argument as linearised_softmax_argument,
     piecewise_linear_softmax as piecewise_linear_softmax, propagation_indicator as propagation_indicator,
     qk_traces as qk_traces, qk_norms as qk_norms, qk_gradient_terms as qk_gradient_terms,
 )
-from ._locater import (
+from .attention._locater import (
     locater_penalty as locater_penalty, locater_gradients as locater_gradients, qk_eigen_stats as qk_eigen_stats,
 )
-from ._covariance_mc import (
+from .attention._covariance_mc import (
     common_mode_energy as common_mode_energy, pearson as pearson,
     total_covariance_terms as total_covariance_terms, logit_subspace_split as logit_subspace_split,
     ValueCorrelation as ValueCorrelation, value_correlation_mc as value_correlation_mc,

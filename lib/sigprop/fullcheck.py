@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 import sigprop as sp
+from sigprop import claims
 
 __all__ = ["CORES", "FigureCheck", "run", "main"]
 
@@ -187,7 +188,6 @@ def main(argv=None) -> int:
     result = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else
               "cpu", "torch": torch.__version__, "size": args.size, "checks": [c.as_dict() for c in checks]}
     if args.claims:
-        from sigprop import claims
         rows = claims.run()
         result["claims"] = [r.as_json() for r in rows]
         wrong = [r.id for r in rows if r.status != r.expected]

@@ -9,47 +9,47 @@ out. ``tests/test_namespace.py`` keeps this list and the modules' ``__theory__``
 """
 from __future__ import annotations
 
-from ._rem import (
+from .attention._rem import (
     beta_c as beta_c, ipr as ipr, ipr_finite as ipr_finite, rem_moments as rem_moments,
     cross_overlap as cross_overlap,
 )
-from ._attention import (
+from .attention._layer import (
     score_covariance as score_covariance, attention_map as attention_map, cosine_map as cosine_map,
 )
-from ._query_gradient import query_grad_norm as query_grad_norm
-from ._block_map import (
+from .attention._query_gradient import query_grad_norm as query_grad_norm
+from .block._map import (
     block_map as block_map, iterate_block_map as iterate_block_map, mlp_map as mlp_map,
     relu_kernel as relu_kernel, activation_kernel as activation_kernel,
 )
-from ._block_gram import (
+from .block._gram import (
     gram_block_map as gram_block_map, iterate_gram_map as iterate_gram_map, causal_ipr as causal_ipr,
 )
-from ._trainability import (
+from .block._trainability import (
     trainability_diagram as trainability_diagram, cosine_vs_depth as cosine_vs_depth,
     critical_alpha_sa as critical_alpha_sa,
 )
-from ._uniform import (
+from .attention._uniform import (
     uniform_gram_sum as uniform_gram_sum, uniform_sq_norm as uniform_sq_norm,
     uniform_mean_correlation as uniform_mean_correlation, uniform_gram_sum_limit as uniform_gram_sum_limit,
     uniform_sq_norm_limit as uniform_sq_norm_limit,
     uniform_mean_correlation_limit as uniform_mean_correlation_limit, residual_scaling as residual_scaling,
     logit_second_moment as logit_second_moment, uniform_deviation as uniform_deviation,
 )
-from ._gradients import (
+from .attention._gradients import (
     value_grad_sq_norm as value_grad_sq_norm, query_grad_sq_norm as query_grad_sq_norm,
     input_grad_sq_norm as input_grad_sq_norm, input_grad_bound as input_grad_bound,
     value_grad_sq_norm_equicorrelated as value_grad_sq_norm_equicorrelated,
     query_grad_sq_norm_equicorrelated as query_grad_sq_norm_equicorrelated,
     query_value_log_ratio as query_value_log_ratio,
 )
-from ._localisation import (
+from .attention._localisation import (
     signal_propagation_moments as signal_propagation_moments,
     signal_propagation_moments_paper as signal_propagation_moments_paper, variance_profile as variance_profile,
     gaussian_propagation_probability as gaussian_propagation_probability, rho_theta as rho_theta,
     rho_theta_limit as rho_theta_limit, xi_eta as xi_eta, zhai_entropy_bound as zhai_entropy_bound,
     min_entropy_bound as min_entropy_bound, one_spike_entropy as one_spike_entropy,
 )
-from ._covariance import (
+from .attention._covariance import (
     witness_covariance as witness_covariance, prefix_mean_factor as prefix_mean_factor,
     small_alpha_correction as small_alpha_correction, quadratic_form_variance as quadratic_form_variance,
     compound_symmetry_covariance as compound_symmetry_covariance,
@@ -61,7 +61,7 @@ from ._covariance import (
     overlap_lower_bound as overlap_lower_bound, cosine_lower_bound as cosine_lower_bound,
     residual_mixture_correlation as residual_mixture_correlation,
 )
-from ._dictionary import (
+from .attention._dictionary import (
     logit_variance as logit_variance, beta_equivalent as beta_equivalent,
     qk_variance_for_beta as qk_variance_for_beta, beta_xavier as beta_xavier, beta_bao as beta_bao,
     bao_self_logit_mean as bao_self_logit_mean, branch_from_skip as branch_from_skip,

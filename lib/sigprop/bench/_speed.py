@@ -216,7 +216,7 @@ def bench_ipr(*, T: int = 100_000, n_beta: int = 20, queries: int = 64, inits: i
 def bench_diagram(*, n: int = 100, depth: int = 60, repeats: int = 2, tanh: bool = True):
     """Wall time of :func:`sigprop.theory.trainability_diagram` on an ``n x n`` grid for several block maps.
 
-    The tanh map uses the tabulated moments of ``sigprop._block_map._tanh_moments``; ``tanh=False`` skips it.
+    The tanh map uses the tabulated moments of ``sigprop.block._map._tanh_moments``; ``tanh=False`` skips it.
     """
     import sigprop as sp
 

@@ -20,7 +20,7 @@ import torch
 
 import sigprop as sp
 
-from ..experiments import _aghajanyan_sec9 as sec9
+from ..experiments import aghajanyan_sec9 as sec9
 from . import Measured, claim
 
 DOC = "aghajanyan2025"

@@ -17,7 +17,7 @@ import torch
 from scipy.special import erf
 
 import sigprop as sp
-from sigprop._localisation import qk_gradient_terms
+from sigprop.attention._localisation import qk_gradient_terms
 from sigprop.claims import Measured, claim
 
 DOC = "bao2024"

@@ -23,6 +23,9 @@ import torch
 
 import sigprop as sp
 from sigprop.claims import Measured, claim
+from sigprop.experiments import REGIMES, fit_gap, load_record
+from sigprop.experiments._finite_size import ledger_row as finite_size_row
+from sigprop.experiments._regimes import ledger_row as regime_row
 from sigprop.experiments._gg2025_checks import (attention_outputs, crossing_depth, hf_logit_variance,
                                                 printed_algorithm2, rem_pair_cosine)
 
@@ -196,7 +199,6 @@ def _yp_subleading():
 
 
 def _extrapolated_grad(beta, T, ds, n, seed):
-    from sigprop.experiments import fit_gap        # weighted linear fit in 1/d, as the finite-size study
 
     ests = [sp.query_grad_norm_mc(beta, T, d, n, generator=seed + d, device="cpu", progress=False) for d in ds]
     fit = fit_gap(ds, [float(e.mean) for e in ests], [float(e.stderr) for e in ests])["gamma=1"]
@@ -362,9 +364,7 @@ _FS_ROWS = [
 
 def _finite_size_claim(case):
     def measure():
-        from sigprop.experiments._finite_size import ledger_row
-
-        return Measured(**ledger_row(case, Z))
+        return Measured(**finite_size_row(case, Z))
 
     measure.__qualname__ = f"_finite_size_{case.replace('-', '_')}"
     return measure
@@ -393,9 +393,7 @@ _TRAIN = {"measured": {"depth": 12, "d": 32, "T": 16, "heads": 1, "steps": 2000,
 
 
 def _scored(keys, stated, extra=""):
-    from sigprop.experiments._regimes import ledger_row
-
-    return Measured(**ledger_row(keys, stated, extra))
+    return Measured(**regime_row(keys, stated, extra))
 
 
 @claim(id="gg2025-fig1f-rank-collapse-fails", document=DOC, source="Fig. 1(f); App. C.1",
@@ -416,7 +414,6 @@ def _trainable():
        expected="not-reproduced", scale=dict(_TRAIN, paper={**_TRAIN["paper"], "depth": 12, "alpha_SA": "1, 1.5, 2"},
                                              measured={**_TRAIN["measured"], "alpha_SA": "2"}))
 def _entropy():
-    from sigprop.experiments import REGIMES, load_record
 
     runs = {(r.beta, r.alpha_sa): load_record()[0][r.label] for r in REGIMES if not r.gain_control}
     ent, small = runs[(1.8, 2.0)], runs[(0.02, 2.0)]

@@ -15,18 +15,17 @@ import math
 import numpy as np
 import torch
 
+from scipy.optimize import brentq
+
+import sigprop as sp
+from sigprop.experiments import noci_fig10
+
 from . import Measured, claim
 
 DOC = "noci2022"
 Z = 4.0
 #: A qualitative statement "x lies in (0, 1)" scored by its midpoint: stated 0.5, tolerance 0.5.
 _MIDPOINT = 0.5
-
-
-def _sp():
-    import sigprop as sp
-
-    return sp
 
 
 def _weights(B, d, *, d_k=None, generator, dtype=torch.float64):
@@ -36,7 +35,6 @@ def _weights(B, d, *, d_k=None, generator, dtype=torch.float64):
 
 
 def _config(d, a1, a2, *, uniform=True, norm="none"):
-    sp = _sp()
     return sp.BlockConfig(d=d, norm=norm, activation="linear", branch_sa=a1, branch_mlp=a2, sigma_w2=1.0,
                           sigma_v2=1.0, sigma_b2=0.0, d_ff=d, logit_scale=0.0 if uniform else None)
 
@@ -52,7 +50,6 @@ def _equal_norm_input(n, d, seed, *, centred=False):
 
 def _propagate(x, config, depth, inits, seed):
     """Samples of C(X^l) and ||X^l||_F^2, shape (depth+1, inits), over random weights at fixed input x."""
-    sp = _sp()
     p = sp.sample_transformer(config, depth, inits=inits, generator=seed, dtype=torch.float64)
     out = sp.transformer_forward(x[None], p, config,
                                  measure=lambda y: torch.stack([sp.gram_sum(y[:, 0]), y[:, 0].pow(2).sum((-2, -1))]))
@@ -67,7 +64,6 @@ def _propagate(x, config, depth, inits, seed):
              "(d_k + d_v)^-2, i.e. like d_k^-2 as d_k -> infinity at fixed d_v (Glorot query/key weights).",
        scale={"measured": {"d_v": 100, "n": 10, "d_k": [400, 6400]}, "paper": {"d_v": 100}})
 def _lemma_a7_exponent():
-    sp = _sp()
     n, d_v, N = 10, 100, 40
     g = torch.Generator().manual_seed(7)
     x = torch.randn(n, d_v, generator=g)
@@ -100,7 +96,6 @@ def _lemma_a7_exponent():
        claim="Under uniform attention E||dS/dW^Q||_F^2 = s_v^2 s_k^2 d_v ||X||_F^2 ||X^T X - n xbar xbar^T||_F^2 / n^2.",
        scale={"measured": {"n": 6, "d": 5}, "paper": {}})
 def _lemma31_eq7():
-    sp = _sp()
     g = torch.Generator().manual_seed(31)
     n, d, B = 6, 5, 3000
     x = torch.randn(n, d, generator=g, dtype=torch.float64)
@@ -117,7 +112,6 @@ def _lemma31_eq7():
              "+ 2 d_v^2 s_v^2.",
        expected="erratum", scale={"measured": {"n": 6, "d": 6}, "paper": {}})
 def _lemma31_eq8():
-    sp = _sp()
     g = torch.Generator().manual_seed(8)
     n, d, B = 6, 6, 3000
     u = torch.randn(1, d, generator=g, dtype=torch.float64)
@@ -137,7 +131,6 @@ def _lemma31_eq8():
        claim="For X = 1 x^T the query and key gradients of self-attention vanish while the value gradient does not.",
        scale={"measured": {"n": 8, "d": 6}, "paper": {}})
 def _thm32():
-    sp = _sp()
     g = torch.Generator().manual_seed(32)
     B, n, d = 64, 8, 6
     x = torch.randn(B, 1, d, generator=g, dtype=torch.float64).expand(B, n, d)
@@ -155,7 +148,6 @@ def _thm32():
 
 
 def _equicorrelated(B, n, d, rho, sigma_x2, generator):
-    sp = _sp()
     return sp.equicorrelated_tokens(B, T=n, d=d, rho=rho, q=sigma_x2, generator=generator, dtype=torch.float64)
 
 
@@ -163,7 +155,6 @@ def _equicorrelated(B, n, d, rho, sigma_x2, generator):
        claim="For equicorrelated Gaussian tokens E||dS/dW^V||_F^2 = sigma_x^2 d^2 (1 + rho (n-1)).",
        scale={"measured": {"n": 8, "d": 16, "rho": 0.3, "sigma_x2": 0.1}, "paper": {}})
 def _eq17():
-    sp = _sp()
     g = torch.Generator().manual_seed(17)
     n, d, rho, s2, B = 8, 16, 0.3, 0.1, 2000
     x = _equicorrelated(B, n, d, rho, s2, g)
@@ -182,7 +173,6 @@ def _eq17():
        expected="approximation", nature="approximation",
        scale={"measured": {"n": 3, "d": 3, "rho": 0.0, "sigma_x2": 1.0}, "paper": {}})
 def _eq18():
-    sp = _sp()
     g = torch.Generator().manual_seed(18)
     n, d, rho, s2, B = 3, 3, 0.0, 1.0, 40000
     x = _equicorrelated(B, n, d, rho, s2, g)
@@ -205,7 +195,6 @@ def _eq18():
        claim="Uniform attention, linear MLP, no LN: E C(X^L) = (1+alpha_1^2)^L (1+alpha_2^2)^L C(X).",
        scale={"measured": {"n": 8, "d": 16, "L": 6}, "paper": {}})
 def _lemma32():
-    sp = _sp()
     n, d, L = 8, 16, 6
     x = _equal_norm_input(n, d, 1)
     c, _ = _propagate(x, _config(d, 1.0, 0.5), L, 2000, seed=2)
@@ -221,7 +210,6 @@ def _lemma32():
              "+ (1+a2^2)^L ||X||_F^2.",
        scale={"measured": {"n": 8, "d": 16, "L": 6}, "paper": {}})
 def _lemma33():
-    sp = _sp()
     n, d, L = 8, 16, 6
     x = _equal_norm_input(n, d, 1)
     _, f = _propagate(x, _config(d, 1.0, 0.5), L, 2000, seed=3)
@@ -238,7 +226,6 @@ def _lemma33():
              "n e^a1 C / ((n-1)[(e^a1 - 1) C + n ||X||^2]) - 1/(n-1) as L -> infinity.",
        scale={"measured": {"n": 8, "d": 16, "L": 64}, "paper": {}})
 def _thm33_eq15():
-    sp = _sp()
     n, d, L, t1, t2 = 8, 16, 64, 2.0, 1.0
     x = _equal_norm_input(n, d, 4)
     a1, a2 = sp.theory.residual_scaling(t1, L), sp.theory.residual_scaling(t2, L)
@@ -257,7 +244,6 @@ def _thm33_eq15():
        expected="missing-hypothesis", nature="condition",
        scale={"measured": {"n": 6, "d": 12, "L": 40}, "paper": {}})
 def _thm33_eq16():
-    sp = _sp()
     n, d, L = 6, 12, 40
     x = _equal_norm_input(n, d, 6, centred=True)
     c, f = _propagate(x, _config(d, 1.0, 1.0), L, 200, seed=7)
@@ -279,7 +265,6 @@ def _thm33_eq16():
              "network with real softmax attention, also from a centred input (C(X) = 0).",
        scale={"measured": {"n": 6, "d": 12, "L": 80}, "paper": {}})
 def _thm33_eq16_softmax():
-    sp = _sp()
     n, d, L, N = 6, 12, 80, 1000
     x = _equal_norm_input(n, d, 6, centred=True)
     c, f = _propagate(x, _config(d, 1.0, 1.0, uniform=False), L, N, seed=7)
@@ -294,8 +279,6 @@ def _thm33_eq16_softmax():
 
 
 def _fig10_record():
-    from sigprop.experiments import noci_fig10
-
     return noci_fig10.load()
 
 
@@ -363,7 +346,6 @@ def _fig10_finite_size():
              "correlation with depth compared with no layer normalisation.",
        scale={"measured": {"n": 10, "d": 64, "depth": 10}, "paper": {}})
 def _fig4_preln():
-    sp = _sp()
     n, d, L, N = 10, 64, 10, 100
     rho = {}
     for norm in ("none", "pre"):
@@ -393,8 +375,6 @@ def _fig4_preln():
        expected="deviates",
        scale={"measured": {"d": 512, "n": 25, "rho": 0.0, "sigma_x2": 1.0}, "paper": {"d": 512}})
 def _tau_final():
-    sp = _sp()
-    from scipy.optimize import brentq
 
     def tau(n, d, rho, exact=False, sigma_x2=1.0):
         v = sp.theory.value_grad_sq_norm_equicorrelated(n, d, rho, sigma_x2)

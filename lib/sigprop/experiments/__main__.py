@@ -11,11 +11,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 import time
 
 import torch
+
+from ._finite_size import CASES, SIZES, record_name, run_case, save
+from ._noci_fig10 import run as run_fig10
+from ._regimes import SIZES as REGIME_SIZES
+from ._regimes import run_regimes, save_record
 
 
 def _writable_dir(path: str) -> pathlib.Path:
@@ -49,9 +55,6 @@ def _threads(value: str) -> int:
 
 
 def main(argv=None) -> int:
-    from ._finite_size import CASES, SIZES
-    from ._regimes import SIZES as REGIME_SIZES
-
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(prog="python -m sigprop.experiments", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="experiment", required=True)
@@ -71,8 +74,6 @@ def main(argv=None) -> int:
     command = "python -m sigprop.experiments " + " ".join(argv)
 
     if args.experiment == "regimes":
-        from ._regimes import run_regimes, save_record
-
         out = _writable_file(args.out or f"gg2025_regimes_{args.size}.json")
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -86,10 +87,6 @@ def main(argv=None) -> int:
         return 0
 
     if args.experiment == "noci-fig10":
-        import json
-
-        from ._noci_fig10 import run as run_fig10
-
         out = _writable_file(args.out)
         result = run_fig10(command=command, progress=True)
         out.write_text(json.dumps(result, indent=1) + "\n")
@@ -97,8 +94,6 @@ def main(argv=None) -> int:
         print(f"gap(d) = a/d + b: a = {fit['a']:.3f} ± {fit['a_se']:.3f}, b = {fit['b']:+.4f} ± {fit['b_se']:.4f} "
               f"(chi2 {fit['chi2']:.2f} on {fit['dof']} dof, p = {fit['p']:.2f}); written {out}")
         return 0
-
-    from ._finite_size import record_name, run_case, save
 
     folder = _writable_dir(args.out_dir)
     torch.set_num_threads(args.threads)

@@ -16,11 +16,11 @@ from typing import Callable
 
 import torch
 
-from .._estimate import Estimate, estimate
-from .._language import MarkovSource
-from .._lm import LMConfig, TinyLM, fit
-from .._random import as_generator
-from .._measures import attention_entropy, cross_token_covariance
+from ..stats._estimate import Estimate, estimate
+from ..inputs import MarkovSource
+from ..models import LMConfig, TinyLM, fit
+from ..stats._random import as_generator
+from ..stats._measures import attention_entropy, cross_token_covariance
 
 __all__ = ["MODEL", "single_chain", "topics", "sample_mixture", "iid_tokens", "value_metrics", "train",
            "final_metrics"]

@@ -48,14 +48,14 @@ from importlib import resources
 import numpy as np
 import torch
 
-from .._block import BlockConfig, sample_transformer, transformer_forward
-from .._attention import self_attention
-from .._measures import attention_ipr, mean_cosine
-from .._estimate import Estimate
-from .._random import as_generator
+from ..block import BlockConfig, sample_transformer, transformer_forward
+from ..attention._layer import self_attention
+from ..stats._measures import attention_ipr, mean_cosine
+from ..stats._estimate import Estimate
+from ..stats._random import as_generator
 from ._provenance import provenance
 from ._scaling import _fixed
-from .._validate import check_int, check_option, check_real
+from ..stats._validate import check_int, check_option, check_real
 
 
 class _Activation(str, enum.Enum):

@@ -18,9 +18,9 @@ from importlib import resources
 
 
 from ._provenance import provenance
-from .._block import BlockConfig
-from .._language import MarkovSource, MaskedTask
-from .._training import TrainingRun, train_masked_lm
+from ..block import BlockConfig
+from ..inputs import MarkovSource, MaskedTask
+from ..models import TrainingRun, train_masked_lm
 from ..presets import GG_APP_C1
 
 __all__ = ["BLOCK", "Regime", "REGIMES", "SIZES", "regime_config", "run_regimes", "load_record", "ledger_row"]

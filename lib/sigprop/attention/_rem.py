@@ -1,0 +1,332 @@
+r"""The Random Energy Model of one attention row (Giorlandino & Goldt 2025, Sec. 2.1, App. B.1-B.3).
+
+With ``W_Q, W_K`` entries of variance ``beta sqrt(log T) / d`` and logits
+``a_ts = (W_Q x_t).(W_K x_s) / sqrt(d)``, the logits of one attention row are Gaussian with
+``Cov(a_ts, a_ts') = beta^2 log T q_tt q_ss'`` (App. B.1, Eq. (9)). For tokens with norm ``q``
+and pairwise overlap ``p`` the part shared by all keys (variance ``beta^2 log T q p``) cancels in
+the softmax, leaving a REM: ``T`` i.i.d. energies of variance ``sigma^2 = beta^2 log T q (q - p)``.
+The attention weights are its Gibbs weights ``A_s = e^{a_s} / Z`` and the order parameter is the
+inverse participation ratio ``Y^(r) = sum_s A_s^r``.
+
+**T -> infinity** (Result 1). The condensation point is
+
+.. math::  \beta_c(q, p) = \sqrt{2 / (q (q - p))},
+
+and for ``m = beta_c / beta < 1`` the weights are Poisson-Dirichlet(m, 0), so
+
+.. math::  \mathbb E Y^{(r)} = \frac{\Gamma(r - m)}{\Gamma(r)\Gamma(1 - m)},\qquad
+           \mathbb E (Y^{(2)})^2 = \frac{(1-m)(3-2m)}{3},
+
+(``r = 2``: ``1 - beta_c/beta``, Eq. (4)); for ``beta <= beta_c`` every ``Y^(r>1)`` vanishes.
+
+**Finite T** (exact, one quadrature). With ``1/Z^n = Gamma(n)^{-1} int_0^inf t^{n-1} e^{-tZ} dt`` and
+``t = e^y``,
+
+.. math::  \mathbb E Y^{(r)} = \frac{T}{\Gamma(r)} \int dy\, H_r(y)\, L(y)^{T-1},\qquad
+           \mathbb E (Y^{(2)})^2 = \frac{T}{6}\int H_4 L^{T-1} + \frac{T(T-1)}{6}\int H_2^2 L^{T-2},
+
+where ``H_n(y) = E exp(n(a+y) - e^{a+y})`` and ``L(y) = E exp(-e^{a+y})`` for one energy ``a``.
+:func:`rem_quadrature` evaluates these by the trapezoid rule on smooth, decaying integrands (spectral
+convergence: ~1e-12 relative at every ``T >= 2`` and every ``sigma``, checked against grids four
+times finer and against direct simulation in ``tests/test_rem.py``). The sum rule ``E Y^(1) = 1``
+holds to the same precision.
+
+Used by the attention and block maps (``sp.theory.attention_map``, ``sp.theory.block_map``) and by
+Result 2 (``sp.theory.query_grad_norm``); chapter ``giorlandino-goldt2025``, pages 01-05.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from scipy.special import gammaln, ndtr
+
+from ..stats._config import widest_float
+from ..stats._estimate import Estimate
+from ..stats._montecarlo import monte_carlo
+from ..stats._validate import broadcast, check_int, check_overlaps, check_positive, check_range, check_seq_len, to_output
+
+__all__ = ["cross_overlap_rem", "mc_rem_moments"]
+__theory__ = ["beta_c", "ipr", "ipr_finite", "rem_moments", "cross_overlap"]
+
+#: Largest order r accepted: the quadrature's x-grid must hold the peak of ``e^{r x - e^x}`` at ``x = log r``.
+R_MAX = 64.0
+
+
+def _beta_c(q, p):
+    # sqrt(2/q) / sqrt(q - p): no product q (q - p), which under- or overflows for extreme q
+    gap = q - p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ok = (gap > 0) & (q > 0)
+        return np.where(ok, np.sqrt(2.0 / np.where(ok, q, 1.0)) / np.sqrt(np.where(ok, gap, 1.0)), np.inf)
+
+
+def beta_c(q, p):
+    """Critical query/key scale ``sqrt(2 / (q (q - p)))`` (Giorlandino & Goldt 2025, Result 1).
+
+    ``q > 0`` is the mean token norm ``|x|^2/d``, ``p`` the mean pairwise overlap, ``|p| < q``.
+    """
+    qa, pa = check_overlaps(q, p, strict=True)
+    return to_output(_beta_c(qa, pa), q, p)
+
+
+def _check_r(r):
+    r_arr = check_range(r, "r (order of the participation ratio)", 1.0, R_MAX)
+    return r_arr
+
+
+def _pd_moments(m):
+    """``(E Y2, E Y3, E Y2^2)`` of Poisson-Dirichlet(m, 0) weights, ``0 < m <= 1`` (``m = 1``: all zero).
+
+    Pitman's exchangeable partition probability function gives ``E sum_i w_i^n = (1-m)_{n-1}/(n-1)!`` and
+    ``E sum_{i != j} w_i^2 w_j^2 = m (1-m)^2 / 6``.
+    """
+    y2 = 1.0 - m
+    y3 = (1.0 - m) * (2.0 - m) / 2.0
+    y4 = (1.0 - m) * (2.0 - m) * (3.0 - m) / 6.0
+    return y2, y3, y4 + m * (1.0 - m) ** 2 / 6.0
+
+
+def ipr_limit(beta, q, p, r):
+    """T -> infinity ``E Y^(r)`` (arrays, no validation)."""
+    with np.errstate(divide="ignore"):
+        m = _beta_c(q, p) / beta
+    frozen = m < 1
+    ms = np.where(frozen, m, 0.5)
+    val = np.exp(gammaln(r - ms) - gammaln(r) - gammaln(1 - ms))
+    return np.where(frozen, val, np.where(r == 1, 1.0, 0.0))
+
+
+def ipr(beta, q=1.0, p=0.0, r=2):
+    """T -> infinity mean inverse participation ratio of an attention row (Result 1, Eq. (4)).
+
+    ``Y^(2) = max(0, 1 - beta_c / beta)``; general order ``r >= 1``:
+    ``Gamma(r - m) / (Gamma(r) Gamma(1 - m))`` with ``m = beta_c(q, p) / beta`` for ``m < 1``
+    (``r = 3``: ``(1 - m)(2 - m)/2``), 0 otherwise. Broadcasts over all arguments.
+    """
+    b = check_positive(beta, "beta")
+    qa, pa = check_overlaps(q, p, strict=False)
+    ra = _check_r(r)
+    broadcast(beta=b, q=qa, p=pa, r=ra)
+    return to_output(ipr_limit(b, qa, pa, ra), beta, q, p, r)
+
+
+# ---------------------------------------------------------------- finite T: one quadrature
+
+#: x-grid of the quadrature: ``T e^{n x - e^x}`` is below e^-40 outside [X_LO, X_HI] for ``1 <= n <= R_MAX``
+#: (the lower end moves down to ``-(log T + 40) / n`` when that is lower).
+_X_LO, _X_HI, _DX = -45.0, 10.0, 0.1
+#: Gaussian tails kept: energies beyond ``z sigma`` with ``T P(|a| > z sigma) < e^-37`` are dropped.
+_Z_TAIL = 9.0
+#: Width of the smooth step ``Phi(x / c)`` subtracted from ``1 - e^{-e^x}`` (its Gaussian average is exact).
+_STEP = 1.0
+#: Below this sigma the energy average is a Gauss-Hermite rule instead of the x-grid.
+_SIGMA_GH = 1.0
+_GH = np.polynomial.hermite_e.hermegauss(64)
+
+
+def _site(points, sigma: float, x_lo: float, ns) -> tuple:
+    """One energy ``a ~ N(0, sigma^2)`` seen at shifts ``y``: ``(1 - L, L, {n: H_n})`` at the ``points``, with
+    ``L(y) = E exp(-e^{a+y})`` and ``H_n(y) = E exp(n (a+y) - e^{a+y})`` (module docstring)."""
+    y = np.asarray(points, dtype=float)
+    if sigma < _SIGMA_GH:
+        g, w = _GH
+        w = w / w.sum()
+        xx = y[..., None] + sigma * g  # (..., nodes)
+        ex = np.exp(np.minimum(xx, 700.0))
+        return (-np.expm1(-ex)) @ w, np.exp(-ex) @ w, {n: np.exp(n * xx - ex) @ w for n in ns}
+    x = np.arange(x_lo, _X_HI + _DX / 2, _DX)
+    K = np.exp(-0.5 * ((x - y[..., None]) / sigma) ** 2) * (_DX / (sigma * math.sqrt(2 * math.pi)))
+    ex = np.exp(x)
+    # 1 - e^{-e^x} = Phi(x / c) + r(x); E Phi((a + y)/c) = Phi(y / sqrt(sigma^2 + c^2)) exactly, and r
+    # decays at both ends of the grid, so its trapezoid sum converges spectrally
+    rest = -np.expm1(-ex) - ndtr(x / _STEP)
+    s = math.sqrt(sigma**2 + _STEP**2)
+    return (ndtr(y / s) + K @ rest, ndtr(-y / s) - K @ rest, {n: K @ np.exp(n * x - ex) for n in ns})
+
+
+def _log_l(miss, keep):
+    """log L from whichever of ``1 - L`` and ``L`` is accurate."""
+    with np.errstate(divide="ignore"):
+        return np.where(miss < 0.5, np.log1p(-np.minimum(miss, 0.5)), np.log(np.maximum(keep, 1e-300)))
+
+
+def _grid(sigma: float, T: float, r_min: float):
+    """The y-grid (lower end of x, spacing, points): the integrand lives where ``a + y`` lies in
+    ``[x_lo, X_HI]`` for an energy within ``z_tail sigma`` and varies on the scale ``max(1, sigma /
+    sqrt(1 + 2 log T))`` (the width of ``L^(T-1)``'s edge)."""
+    x_lo = min(_X_LO, -(math.log(T) + 40.0) / r_min)
+    dy = max(0.1, sigma / (12.0 * math.sqrt(1.0 + 2.0 * math.log(T))))
+    z_tail = max(_Z_TAIL, math.sqrt(2.0 * (math.log(T) + 37.0)))
+    return x_lo, dy, z_tail
+
+
+def rem_quadrature(sigma: float, T: float, orders=(2.0,), square: bool = False) -> list[float]:
+    """``[E Y^(r) for r in orders]`` (then ``E (Y^(2))^2`` if ``square``) for ``T`` i.i.d. ``N(0, sigma^2)`` energies."""
+    if sigma == 0.0:
+        out = [T ** (1.0 - r) for r in orders]
+        return out + [T**-2.0] if square else out
+    ns = sorted(set(orders) | ({2.0, 4.0} if square else set()))
+    x_lo, dy, z_tail = _grid(sigma, T, ns[0])
+    y = np.arange(x_lo - z_tail * sigma, _X_HI + z_tail * sigma + dy / 2, dy)
+    miss, keep, H = _site(y, sigma, x_lo, ns)
+    log_l = _log_l(miss, keep)
+    p1 = np.exp((T - 1.0) * log_l)
+    out = [T * math.exp(-gammaln(r)) * float(np.sum(H[r] * p1) * dy) for r in orders]
+    if square:
+        p2 = np.exp((T - 2.0) * log_l)
+        w4 = float(np.sum(H[4.0] * p1) * dy) / 6.0
+        w22 = float(np.sum(H[2.0] ** 2 * p2) * dy) / 6.0
+        out.append(T * w4 + T * (T - 1.0) * w22)
+    return out
+
+
+def _cross_quadrature(sigma: float, T: float, c: float) -> float:
+    """``Y_p = E sum_s A_s A'_s`` for two rows of ``T`` energies ``a_s = m_s + s e_s``, ``a'_s = m_s + s e'_s``,
+    ``m_s ~ N(0, c sigma^2)`` shared, ``s^2 = (1 - c) sigma^2`` (App. B.1: the column field is shared).
+
+    With ``1/(Z Z') = int int e^{-tZ - uZ'} dt du``, ``t = e^y``, ``u = e^v`` and the columns i.i.d. given nothing,
+    ``Y_p = T int int E_m[h(y+m) h(v+m)] (E_m[l(y+m) l(v+m)])^(T-1) dy dv`` with ``l = L`` and ``h = H_1`` of the
+    private energy ``s e``. ``m`` is integrated on the y-lattice (trapezoid, Gaussian weights), so the double
+    integral is two matrix products.
+    """
+    if sigma == 0.0 or c == 0.0:
+        return 1.0 / T
+    sm, se = sigma * math.sqrt(c), sigma * math.sqrt(max(1.0 - c, 0.0))
+    x_lo, dy, z_tail = _grid(sigma, T, 1.0)
+    j = np.arange(-math.ceil(z_tail * sm / dy), math.ceil(z_tail * sm / dy) + 1)
+    w = np.exp(-0.5 * (j * dy / sm) ** 2)
+    w /= w.sum()  # trapezoid weights of N(0, sm^2) on the lattice
+    y = np.arange(x_lo - z_tail * (se + sm), _X_HI + z_tail * (se + sm) + dy / 2, dy)
+    lattice = y[0] + dy * (j[0] + np.arange(len(y) + len(j) - 1))  # every y_i + m_j
+    miss, keep, H = _site(lattice, se, x_lo, (1.0,))
+    window = np.lib.stride_tricks.sliding_window_view
+    M, L, Hm = (window(v, len(j)).T for v in (miss, keep, H[1.0]))  # (len(j), len(y)): value at y_i + m_j
+    a = w @ M
+    one_minus_f = a[:, None] + a[None, :] - (M * w[:, None]).T @ M  # 1 - E_m[l l'], accurate near F = 1
+    f = (L * w[:, None]).T @ L
+    g = (Hm * w[:, None]).T @ Hm
+    log_f = _log_l(one_minus_f, f)
+    return float(T * np.sum(g * np.exp((T - 1.0) * log_f)) * dy * dy)
+
+
+def _energy_scale(beta, T, q, p):
+    """``sigma = beta sqrt(log T q (q - p))`` (arrays)."""
+    return beta * np.sqrt(np.log(T) * q * np.maximum(q - p, 0.0))
+
+
+def ipr_finite(beta, T, q=1.0, p=0.0, r=2):
+    """Exact finite-T mean IPR ``E sum_s A_s^r`` of the REM behind Result 1.
+
+    Energies i.i.d. ``N(0, beta^2 log T q (q - p))`` (App. B.1 after removing the part shared by all
+    keys). Tends to :func:`ipr` as T -> infinity, slowly (in log T), and equals ``T^(1-r)`` at
+    ``beta = 0``. One quadrature (module docstring), ~1e-12 relative for every ``T >= 2`` and
+    ``beta >= 0``; ``1 <= r <= 64``. Broadcasts over all arguments.
+    """
+    b = check_positive(beta, "beta", allow_zero=True)
+    Ta = check_seq_len(T)
+    qa, pa = check_overlaps(q, p, strict=False)
+    ra = _check_r(r)
+    broadcast(beta=b, T=Ta, q=qa, p=pa, r=ra)
+    sig, TT, rr = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta, ra)
+    out = np.empty(sig.shape)
+    for idx in np.ndindex(sig.shape):
+        out[idx] = rem_quadrature(float(sig[idx]), float(TT[idx]), (float(rr[idx]),))[0]
+    return to_output(out, beta, T, q, p, r)
+
+
+def rem_moments(beta, q=1.0, p=0.0, *, T=None):
+    r"""``(E[Y^(2)], E[Y^(3)], E[(Y^(2))^2])`` of one attention row at initialisation.
+
+    Giorlandino & Goldt (2025), Result 1 and Eq. (26). ``T=None``: the ``T -> infinity`` limit, zero for
+    ``beta <= beta_c`` and the Poisson-Dirichlet moments with ``m = beta_c / beta`` above
+    (``E Y2 = 1 - m``, ``E Y3 = (1-m)(2-m)/2``, ``E Y2^2 = (1-m)(3-2m)/3``). ``T`` given: the exact
+    finite-``T`` moments (the quadrature of :func:`ipr_finite`). Broadcasts over ``beta, q, p, T``.
+    """
+    b = check_positive(beta, "beta", allow_zero=True)
+    qa, pa = check_overlaps(q, p)
+    if T is None:
+        bb, qq, pp = np.broadcast_arrays(b, qa, pa)
+        bc = _beta_c(qq, pp)
+        with np.errstate(divide="ignore"):
+            m = np.where(bb > bc, bc / np.where(bb > 0, bb, 1.0), 1.0)
+        return tuple(to_output(o, beta, q, p) for o in _pd_moments(m))
+    Ta = check_seq_len(T)
+    sig, TT = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta)
+    res = np.empty((3,) + sig.shape)
+    for idx in np.ndindex(sig.shape):
+        res[(slice(None),) + idx] = rem_quadrature(float(sig[idx]), float(TT[idx]), (2.0, 3.0), square=True)
+    return tuple(to_output(res[i], beta, q, p, T) for i in range(3))
+
+
+def cross_overlap(beta, T, q=1.0, p=0.0):
+    r"""Exact finite-T cross-overlap ``Y_p = E sum_s A_ts A_t's`` of two attention rows (App. B.2.2).
+
+    The rows are REMs with energies of variance ``sigma^2 = beta^2 log T q (q - p)`` whose s-dependent parts
+    share the column field ``b_s`` (App. B.1, Eq. (9)): correlation ``c = p / q`` between the rows. One
+    quadrature (:func:`_cross_quadrature`, module docstring's representation with two Laplace variables);
+    ``Y_p = 1/T`` exactly for ``p = 0`` (independent rows), ``Y_p = E Y^(2)`` for ``p -> q``, and ``Y_p -> 0``
+    as T -> infinity, slowly: in the condensed phase with ``p > 0`` it is several times ``1/T`` at moderate T
+    (``tests/test_rem.py`` checks it against :func:`cross_overlap_rem`). Broadcasts over all arguments.
+    """
+    b = check_positive(beta, "beta", allow_zero=True)
+    Ta = check_seq_len(T)
+    qa, pa = check_overlaps(q, p, strict=False)
+    check_range(pa / qa, "p/q", 0.0, 1.0)
+    broadcast(beta=b, T=Ta, q=qa, p=pa)
+    sig, TT, cc = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta, pa / qa)
+    out = np.empty(sig.shape)
+    for idx in np.ndindex(sig.shape):
+        out[idx] = _cross_quadrature(float(sig[idx]), float(TT[idx]), float(cc[idx]))
+    return to_output(out, beta, T, q, p)
+
+
+# ---------------------------------------------------------------- Monte Carlo of the REM itself
+
+
+def _rem_rows(beta, T, q, p):
+    sigma = float(beta) * math.sqrt(math.log(T) * q * (q - p))
+    return sigma, p / q
+
+
+def mc_rem_moments(beta, *, T: int, n: int, q: float = 1.0, p: float = 0.0, generator=None,
+                   device=None) -> Estimate:
+    """Direct simulation of :func:`rem_moments`: ``[Y2, Y3, Y2^2]`` of ``n`` rows of ``T`` i.i.d. energies.
+
+    The Monte Carlo twin of the quadrature (no weights, no tokens: the REM itself).
+    """
+    check_positive(beta, "beta", allow_zero=True)
+    T = check_int(T, "T", minimum=2)
+    check_overlaps(q, p, strict=False)
+    sigma, _ = _rem_rows(beta, T, q, p)
+
+    def sample(m, gen):
+        a = sigma * torch.randn(m, T, generator=gen, device=gen.device, dtype=widest_float(gen.device))
+        A = torch.softmax(a, dim=-1)
+        y2 = A.pow(2).sum(-1)
+        return torch.stack([y2, A.pow(3).sum(-1), y2 * y2], dim=-1)
+
+    return monte_carlo(sample, n, generator=generator, chunk=max(1, min(n, int(4e6 // T))), device=device)
+
+
+def cross_overlap_rem(beta, *, T, n, q=1.0, p=0.0, generator=None, device=None) -> Estimate:
+    r"""``Y_p = sum_s A_ts A_t's`` for two rows of the REM of App. B.1 (Monte Carlo, no ``d``).
+
+    Row energies ``sigma (sqrt(c) b_s + sqrt(1-c) e_ts)`` with ``sigma^2 = beta^2 log T q (q-p)``,
+    ``c = p/q`` (the column field ``b_s`` is shared: Eq. 9). Returns an Estimate of
+    ``[Y2, Y_p]`` over ``n`` independent pairs of rows. ``p = 0`` gives ``Y_p = 1/T`` in mean.
+    """
+    check_positive(beta, "beta", allow_zero=True)
+    T = check_int(T, "T", minimum=2)
+    check_positive(q, "q")
+    check_range(p / q, "p/q", 0.0, 1.0 - 1e-12)
+    sigma, c = _rem_rows(beta, T, q, p)
+
+    def sample(m, gen):
+        b = torch.randn(m, 1, T, generator=gen, device=gen.device, dtype=widest_float(gen.device))
+        e = torch.randn(m, 2, T, generator=gen, device=gen.device, dtype=b.dtype)
+        A = torch.softmax(sigma * (math.sqrt(c) * b + math.sqrt(1.0 - c) * e), dim=-1)
+        return torch.stack([A[:, 0].pow(2).sum(-1), (A[:, 0] * A[:, 1]).sum(-1)], dim=-1)
+
+    return monte_carlo(sample, n, generator=generator, chunk=max(1, min(n, int(2e6 // T))), device=device)

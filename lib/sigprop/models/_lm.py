@@ -1,0 +1,240 @@
+r"""A small trainable transformer language model and its training loop, for the chapters' training pages.
+
+The random transformers of ``sigprop.block._network`` are batched over initialisations and built for Monte
+Carlo; the training pages need an ordinary ``nn.Module`` with embeddings, a read-out and an optimiser.
+:class:`TinyLM` is that module, configured by :class:`LMConfig` to be each page's model:
+
+* Noci et al. 2022, App. C.1 (sequence reversal): post-LN or no-LN encoder, branch weight ``alpha``
+  (``x + alpha f(x)``, their Eq. (2)), inverse temperature ``tau`` in the softmax (Eq. (19)), sinusoidal
+  positions;
+* Bao, Hataya & Karakida 2024, Sec. 7 (LocATER): one causal post-LN layer with separate ``W_Q, W_K``
+  (so ``W_QK = W_Q^T W_K``), an output projection and affine LayerNorm;
+* Aghajanyan 2025 (values after training): pre-LN causal blocks with ``d_k != d`` and a final LN.
+
+One block (the notation of ``sigprop.block._network``; ``f`` is attention then the MLP)::
+
+    post:  x <- LN(x + branch f(x))      pre:  x <- x + branch f(LN x)      none:  x <- x + branch f(x)
+
+Attention ``A = softmax(tau (W_Q x).(W_K x) / sqrt(d_k))`` (causal optional) with the precision policy of
+:func:`sigprop.attention_weights`; values ``W_V x``, optionally projected by ``W_O``; MLP
+``W_2 relu(W_1 x + b_1) + b_2``. Every weight matrix is drawn from ``N(0, gain^2 / fan_in)`` with an
+explicit generator (no global RNG); biases start at zero. ``forward(tokens, record=True)`` also
+returns, per layer, the attention weights, their logits and the values, for the pages' measurements.
+
+:func:`fit` trains any such model on batches from a sampler, with an optional penalty (e.g.
+:func:`sigprop.locater_penalty`), per-step forward options (e.g. a ``tau`` schedule) and an evaluation
+callback, on one thread when the model is small (:func:`sigprop.threads_for`).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..attention import mix_values, normalise_tokens
+from ..stats._config import _work_dtype
+from ..block import Norm
+from ..stats._config import threads_for
+from ..stats._random import as_generator
+from ..stats._validate import check_flag, check_int, check_option, check_real
+
+__all__ = ["LMConfig", "TinyLM", "fit"]
+
+
+class _Positions(str, enum.Enum):
+    LEARNED = "learned"
+    SINUSOIDAL = "sinusoidal"
+
+
+@dataclasses.dataclass(frozen=True)
+class LMConfig:
+    """Architecture and initialisation of :class:`TinyLM` (see the module docstring)."""
+
+    vocab: int
+    T: int
+    d: int
+    depth: int = 1
+    heads: int = 1
+    d_k: int | None = None          # query/key width per head (default d / heads)
+    d_ff: int | None = None         # MLP width (default d)
+    norm: str = "post"
+    causal: bool = False
+    branch: float = 1.0             # Noci et al.'s alpha_1 = alpha_2
+    out_proj: bool = False          # W_O after the heads
+    final_norm: bool = False        # LN before the read-out
+    ln_center: bool = False         # subtract the feature mean in LN (torch's LayerNorm)
+    ln_affine: bool = False         # learnable LN gain and bias (start at 1 and 0)
+    mlp_bias: bool = True
+    positions: str = "learned"
+    emb_std: float = 1.0
+    pos_std: float = 0.02
+    gain: float = 1.0               # weights N(0, gain^2 / fan_in); 1/sqrt(3) matches torch's default variance
+
+    def __post_init__(self):
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        for name in ("vocab", "T", "d", "depth", "heads"):
+            put(name, check_int(getattr(self, name), name, minimum=1))
+        if self.d % self.heads:
+            raise ValueError(f"d must be divisible by heads; got d={self.d}, heads={self.heads}")
+        for name in ("d_k", "d_ff"):
+            if getattr(self, name) is not None:
+                put(name, check_int(getattr(self, name), name, minimum=1))
+        put("norm", check_option(self.norm, Norm, "norm").value)
+        put("positions", check_option(self.positions, _Positions, "positions").value)
+        for name in ("causal", "out_proj", "final_norm", "ln_center", "ln_affine", "mlp_bias"):
+            put(name, check_flag(getattr(self, name), name))
+        for name in ("branch", "emb_std", "pos_std", "gain"):
+            put(name, check_real(getattr(self, name), name, minimum=0.0))
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_k if self.d_k is not None else self.d // self.heads
+
+    @property
+    def hidden(self) -> int:
+        return self.d_ff if self.d_ff is not None else self.d
+
+
+def sinusoidal_positions(T: int, d: int) -> torch.Tensor:
+    """``(T, d)`` sinusoidal position codes (Vaswani et al. 2017)."""
+    cpu = torch.device("cpu")
+    pos, i = torch.arange(T, device=cpu)[:, None], torch.arange(0, d, 2, device=cpu)[None]
+    pe = torch.zeros(T, d, device=cpu)
+    pe[:, 0::2] = torch.sin(pos / 10000 ** (i / d))
+    pe[:, 1::2] = torch.cos(pos / 10000 ** (i[:, : d // 2] / d))
+    return pe
+
+
+class TinyLM(torch.nn.Module):
+    """A small transformer language model (``LMConfig``); parameters drawn from ``generator``.
+
+    Parameters (leading axis ``depth``): ``w_q, w_k (L, H, d_k, d)``, ``w_v (L, H, d/H, d)``,
+    ``w_o (L, d, d)`` (if ``out_proj``), ``w1 (L, d_ff, d)``, ``b1``, ``w2 (L, d, d_ff)``, ``b2``, LN gains and
+    biases (if ``ln_affine``), ``emb (vocab, d)``, ``pos (T, d)`` (learned) and ``head (vocab, d)``, ``head_b``.
+    """
+
+    def __init__(self, config: LMConfig, *, generator=None):
+        super().__init__()
+        if not isinstance(config, LMConfig):
+            raise TypeError(f"config must be an LMConfig; got {type(config).__name__}")
+        c = self.config = config
+        g = as_generator(generator)
+        L, H, dk, dv, d, f = c.depth, c.heads, c.head_dim, c.d // c.heads, c.d, c.hidden
+
+        def weight(*shape):  # fan-in is the last axis
+            return torch.nn.Parameter(c.gain / math.sqrt(shape[-1]) * torch.randn(*shape, generator=g, device=g.device))
+
+        def zeros(*shape):
+            return torch.nn.Parameter(torch.zeros(*shape, device=g.device))
+
+        self.emb = torch.nn.Parameter(c.emb_std * torch.randn(c.vocab, d, generator=g, device=g.device))
+        if c.positions == "learned":
+            self.pos = torch.nn.Parameter(c.pos_std * torch.randn(c.T, d, generator=g, device=g.device))
+        else:
+            self.register_buffer("pos", sinusoidal_positions(c.T, d).to(g.device))
+        self.w_q, self.w_k, self.w_v = weight(L, H, dk, d), weight(L, H, dk, d), weight(L, H, dv, d)
+        self.w_o = weight(L, d, d) if c.out_proj else None
+        self.w1, self.w2 = weight(L, f, d), weight(L, d, f)
+        self.b1, self.b2 = (zeros(L, f), zeros(L, d)) if c.mlp_bias else (None, None)
+        if c.ln_affine:
+            self.ln_gain, self.ln_bias = torch.nn.Parameter(torch.ones(L, 2, d, device=g.device)), zeros(L, 2, d)
+            self.final_gain, self.final_bias = torch.nn.Parameter(torch.ones(d, device=g.device)), zeros(d)
+        self.head, self.head_b = weight(c.vocab, d), zeros(c.vocab)
+
+    def _ln(self, x, l=None, k=0):
+        y = normalise_tokens(x, self.config.ln_center)
+        if self.config.ln_affine:
+            gain, bias = (self.final_gain, self.final_bias) if l is None else (self.ln_gain[l, k], self.ln_bias[l, k])
+            y = y * gain + bias
+        return y
+
+    def _attention(self, x, l, tau, rec):
+        c = self.config
+        q = torch.einsum("btd,hkd->bhtk", x, self.w_q[l])
+        k = torch.einsum("btd,hkd->bhtk", x, self.w_k[l])
+        v = torch.einsum("btd,hkd->bhtk", x, self.w_v[l])
+        work = _work_dtype(q.dtype)
+        scale = tau / math.sqrt(c.head_dim)
+        scores = q.to(work) @ k.to(work).transpose(-1, -2)
+        out, A = mix_values(scores, v, scale=scale, causal=c.causal, gain_control=False)
+        if rec is not None:
+            rec.append(dict(attention=A, logits=scale * scores, values=v))
+        out = out.transpose(1, 2).flatten(-2)  # (B, T, d)
+        return out @ self.w_o[l].T if c.out_proj else out
+
+    def _mlp(self, x, l):
+        h = x @ self.w1[l].T + (0 if self.b1 is None else self.b1[l])
+        return torch.relu(h) @ self.w2[l].T + (0 if self.b2 is None else self.b2[l])
+
+    def forward(self, tokens: torch.Tensor, *, tau: float = 1.0, record: bool = False):
+        """``tokens (B, T')`` with ``T' <= T`` -> logits ``(B, T', vocab)``; with ``record`` also a list, per
+        layer, of ``dict(attention (B, H, T', T'), logits (B, H, T', T'), values (B, H, T', d/H))``."""
+        c = self.config
+        if tokens.ndim != 2 or tokens.shape[1] > c.T:
+            raise ValueError(f"tokens must have shape (batch, T') with T' <= T={c.T}; got {tuple(tokens.shape)}")
+        x = self.emb[tokens] + self.pos[: tokens.shape[1]]
+        rec = [] if record else None
+        for l in range(c.depth):
+            for k, branch in enumerate((lambda y: self._attention(y, l, tau, rec), lambda y: self._mlp(y, l))):
+                if c.norm == "post":
+                    x = self._ln(x + c.branch * branch(x), l, k)
+                elif c.norm == "pre":
+                    x = x + c.branch * branch(self._ln(x, l, k))
+                else:
+                    x = x + c.branch * branch(x)
+        if c.final_norm:
+            x = self._ln(x)
+        logits = x @ self.head.T + self.head_b
+        return (logits, rec) if record else logits
+
+    def work(self, batch: int) -> int:
+        """Multiply-adds of the largest matrix product of one forward pass on ``batch`` sequences."""
+        c = self.config
+        return batch * c.T * c.d * max(c.d, c.hidden, c.vocab)
+
+
+def fit(model: torch.nn.Module, sample: Callable[[int], tuple], *, steps: int, optimizer: torch.optim.Optimizer,
+        penalty: Callable[[torch.nn.Module], torch.Tensor] | None = None,
+        forward: Callable[[int], dict] | None = None, evaluate: Callable[[int, torch.nn.Module], dict] | None = None,
+        every: int = 50, work: float | None = None) -> list[dict]:
+    """Train ``model`` for ``steps`` steps; returns the records of ``evaluate``.
+
+    ``sample(step) -> (inputs, targets)``: one batch (targets ``-100`` are ignored); the loss is the mean
+    cross-entropy of ``model(inputs, **forward(step))`` against ``targets``, plus ``penalty(model)``.
+    ``evaluate(step, model) -> dict`` runs (under ``no_grad``) at step 0, every ``every`` steps and at the
+    end; each record gets ``step`` and the training ``loss`` of the last step. ``work`` (multiply-adds per
+    matrix product; default ``model.work(batch)`` where defined) decides the thread count
+    (:func:`sigprop.threads_for`).
+    """
+    steps = check_int(steps, "steps", minimum=0)
+    every = check_int(every, "every", minimum=1)
+    records, last = [], float("nan")
+    with contextlib.ExitStack() as stack:
+        for step in range(steps + 1):
+            if evaluate is not None and (step % every == 0 or step == steps):
+                with torch.no_grad():
+                    records.append(dict(step=step, loss=last, **evaluate(step, model)))
+            if step == steps:
+                break
+            inputs, targets = sample(step)
+            if step == 0:  # the thread policy, decided once from the first batch's size
+                size = model.work(inputs.shape[0]) if work is None and hasattr(model, "work") else work
+                stack.enter_context(threads_for(float("inf") if size is None else size))
+            logits = model(inputs, **(forward(step) if forward else {}))
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+            if penalty is not None:
+                loss = loss + penalty(model)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            last = float(loss.detach())
+            if not math.isfinite(last):
+                raise FloatingPointError(f"training diverged at step {step} (loss {last}); lower the learning rate")
+    return records
