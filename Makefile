@@ -12,7 +12,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Assignment masters (book/assignments) are graded by tests/test_assignments.py, not run by nbval.
 NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -not -path 'book/assignments/*' | sort)
 
-.PHONY: book test test-unit test-notebooks claims ledger fullcheck bench bench-record records assignments venv clean
+.PHONY: book test test-unit test-notebooks claims ledger fullcheck bench bench-record records assignments release venv clean
 
 venv: $(VENV)/.installed
 
@@ -75,6 +75,14 @@ records: venv
 # Student notebooks and autograder bundles (otter-grader) -> _build/assignments/
 assignments: venv
 	$(PY) book/assignments/make_assignments.py
+
+# A release in dist/ (book/release.py): wheel and sdist, the book as an offline HTML zip and a PDF (headless
+# Chromium: apt-get install chromium), the notebooks (student versions of the assignments), the autograders,
+# the release notes (CHANGELOG.md) and SHA256SUMS. Builds on make book (the single-page build for the PDF reuses
+# its execution cache). make release RELEASE_FLAGS=--no-pdf where there is no Chromium.
+RELEASE_FLAGS ?=
+release: book
+	$(PY) book/release.py --dist dist $(RELEASE_FLAGS)
 
 clean:
 	rm -rf _build .jupyter_cache

@@ -1,13 +1,18 @@
 """Where the book lives, written once: every install cell, badge and requirements file is generated here.
 
-The repository address and the release are read from ``pyproject.toml`` (``[tool.sigprop] repository``
-and ``[project] version``; the release ref is the tag ``v<version>``, never a moving branch), and written
-into:
+The repository address is read from ``pyproject.toml`` (``[tool.sigprop] repository``) and the version from
+``sigprop.__version__`` (``lib/sigprop/__init__.py``, read without importing the library; ``pyproject.toml``
+takes it from there too: ``dynamic = ["version"]``). The release ref is the tag ``v<version>``, never a moving
+branch; its downloads (``make release``, ``book/release.py``) are attached to ``<repository>/releases/tag/v<version>``.
+Both are written into:
 
 * the first cell of every notebook (``chapters/``, ``book/``): it installs ``sigprop`` on Colab only, from
   the release, or from ``$SIGPROP_INSTALL`` when that is set (a wheel, a path, another ref -- the Colab
   simulation in ``tests/test_colab.py`` sets it to a locally built wheel);
-* ``_config.yml`` (the repository button and launch links);
+* ``_config.yml`` (the repository button and launch links, and the footer of every page: the version and the
+  release's downloads);
+* ``CITATION.cff`` (``version``, ``repository-code``), and the links to the release's downloads in
+  ``book/intro.md`` and ``book/instructors.md``;
 * ``book/assignments/requirements.txt`` (the autograder's sigprop) and the assignments' install cells.
 
 ``python book/sources.py`` rewrites them; ``python book/sources.py --check`` (and
@@ -15,6 +20,7 @@ into:
 """
 from __future__ import annotations
 
+import ast
 import json
 import pathlib
 import re
@@ -25,11 +31,32 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARK = "# Colab only: install sigprop (does nothing elsewhere)"
 
 
+def version(root: pathlib.Path = ROOT) -> str:
+    """``sigprop.__version__``, read from ``lib/sigprop/__init__.py`` without importing the library (or torch)."""
+    tree = ast.parse((root / "lib" / "sigprop" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__version__"]:
+            return ast.literal_eval(node.value)
+    raise SystemExit("lib/sigprop/__init__.py: no __version__ = \"...\" assignment")
+
+
 def source() -> dict:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     repo = meta["tool"]["sigprop"]["repository"]
-    ref = "v" + meta["project"]["version"]
-    return {"repository": repo, "ref": ref, "pip": f"sigprop[notebooks] @ git+{repo}@{ref}"}
+    ref = "v" + version()
+    return {"repository": repo, "ref": ref, "version": version(), "pip": f"sigprop[notebooks] @ git+{repo}@{ref}",
+            "release": f"{repo}/releases/tag/{ref}"}
+
+
+def release_links(src: dict, text: str) -> str:
+    """``text`` with every link to one of this repository's releases pointed at this release's downloads."""
+    return re.sub(re.escape(src["repository"]) + r"/releases(?:/tag/[\w.+-]+)?", src["release"], text)
+
+
+def footer(src: dict) -> str:
+    """The footer of every page (``html: extra_footer`` in ``_config.yml``): the version and its downloads."""
+    return (f'<p>sigprop {src["version"]} · <a href="{src["release"]}">downloads of this release</a> '
+            "(wheel, offline HTML, PDF, notebooks)</p>")
 
 
 def install_cell(src: dict) -> str:
@@ -66,7 +93,11 @@ def expected_files(src: dict) -> dict[pathlib.Path, str]:
     cfg = (ROOT / "_config.yml").read_text()
     cfg = re.sub(r"(?m)^  url: .*$", f"  url: {src['repository']}", cfg)
     cfg = re.sub(r"(?m)^  branch: .*$", f"  branch: {src['ref']}", cfg)
+    cfg = re.sub(r"(?m)^  extra_footer: .*$", lambda m: f"  extra_footer: '{footer(src)}'", cfg)
     out[ROOT / "_config.yml"] = cfg
+    cff = ROOT / "CITATION.cff"
+    text = re.sub(r'(?m)^version: .*$', f'version: "{src["version"]}"', cff.read_text())
+    out[cff] = re.sub(r"(?m)^repository-code: .*$", f'repository-code: "{src["repository"]}"', text)
     req = ROOT / "book" / "assignments" / "requirements.txt"
     out[req] = re.sub(r"(?m)^sigprop @ .*$", f"sigprop @ git+{src['repository']}@{src['ref']}", req.read_text())
     pinned = f"sigprop @ git+{src['repository']}@{src['ref']}"
@@ -76,7 +107,9 @@ def expected_files(src: dict) -> dict[pathlib.Path, str]:
             cell["source"] = _lines(re.sub(r"sigprop @ git\+[^\"\s]*", pinned, "".join(cell["source"])))
         out[path] = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
     page = ROOT / "book" / "instructors.md"
-    out[page] = re.sub(r"sigprop @ git\+[^\"\s]*", pinned, page.read_text())
+    out[page] = release_links(src, re.sub(r"sigprop @ git\+[^\"\s]*", pinned, page.read_text()))
+    intro = ROOT / "book" / "intro.md"
+    out[intro] = release_links(src, intro.read_text())
     return out
 
 

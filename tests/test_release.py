@@ -342,9 +342,11 @@ def test_notebooks_archive(built, tmp_path):
 # ----------------------------------------------------------------------------- a fresh install
 
 def _fresh_env(tmp: pathlib.Path) -> pathlib.Path:
-    """A new virtual environment seeing this environment's packages but not sigprop (tests/test_colab.py)."""
+    """A new virtual environment seeing this environment's packages but not sigprop (tests/test_colab.py).
+    Without its own pip and setuptools (``--without-pip``): an old setuptools seeded by ``venv`` would hide
+    this environment's, which torch requires; ``python -m pip`` is this environment's pip."""
     env_dir = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=300)
     py = env_dir / "bin" / "python"
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
