@@ -178,7 +178,18 @@ def singlehtml(root: pathlib.Path = ROOT) -> pathlib.Path:
     index = root / "_build" / "singlehtml" / "index.html"
     if run.returncode or not index.is_file():
         raise RuntimeError(f"the single-page build failed:\n{(run.stdout + run.stderr)[-3000:]}")
-    return landing_page(index)
+    return top_level_copy(landing_page(index), index.parent)
+
+
+def top_level_copy(page: pathlib.Path, top: pathlib.Path) -> pathlib.Path:
+    """The single page where its links expect it. Sphinx writes it as ``<root document>.html``
+    (``book/intro.html``) but makes every link relative to the build's top (``_static/...``,
+    ``_images/...``): from ``book/`` no script, style or figure would load. A copy at the top fixes that."""
+    if page.parent == top:
+        return page
+    out = top / "sigprop-book.html"
+    shutil.copyfile(page, out)
+    return out
 
 
 def landing_page(index: pathlib.Path) -> pathlib.Path:

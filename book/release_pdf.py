@@ -8,11 +8,13 @@ instead of a TeX installation, and nothing is fetched (MathJax and the fonts are
 Chromium is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: no port, no
 websocket library) so that printing waits for what matters instead of a fixed delay:
 
-1. the page loads from ``file://``; every ``<img>`` has finished loading (a broken image is an error);
+1. the page loads from ``file://``; every ``<img>`` has finished loading (a broken image is an error; an
+   image from the network -- the Colab badges -- is replaced by its alt text, inside its link);
 2. MathJax's start-up promise resolves (every formula typeset); a formula that MathJax could not parse
    (``mjx-merror``) or a math element still holding TeX is an error, reported with its text;
-3. the exercises' solution dropdowns are opened (a reader of paper cannot click them; code cells hidden
-   with ``hide-input`` stay hidden), then the page is printed on A4 with page numbers.
+3. the solutions and proofs folded in the web book are opened (a reader of paper cannot click them; code
+   cells hidden with ``hide-input`` stay out), long code lines wrap instead of being cut at the column's
+   edge, then the page is printed on A4 with page numbers.
 
 ``check`` (what the page held when it was printed) is returned for the caller to report.
 """
@@ -38,10 +40,23 @@ PREPARE = r"""
   const images = [...document.images];
   images.forEach(i => { i.loading = "eager"; });
   await Promise.all(images.map(i => i.complete ? null : new Promise(r => { i.onload = i.onerror = r; })));
+  // an image from the network (the Colab badges) cannot load offline: its alt text stands in, inside its link
+  const remote = images.filter(i => !i.naturalWidth && /^https?:/.test(i.getAttribute("src") || ""));
+  remote.forEach(i => { const s = document.createElement("span"); s.textContent = i.alt || "image";
+                        i.replaceWith(s); });
   let mathjax = "absent";
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise; mathjax = "done";
   }
+  // paper does not scroll: long code lines wrap instead of being cut at the column's edge; a code cell
+  // hidden behind "Show code cell source" stays out of the PDF (its output is printed)
+  const style = document.createElement("style");
+  style.textContent = `@media print {
+    pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+    div.highlight, div.highlight pre, div.cell_output, div.output { overflow: visible !important; }
+    details.above-input { display: none !important; }
+  }`;
+  document.head.append(style);
   // solution and exercise dropdowns (sphinx-exercise, sphinx-design, togglebutton), not myst-nb's hidden cells
   document.querySelectorAll("details").forEach(d => {
     if (!d.closest(".cell") && !d.classList.contains("hide")) d.open = true;
@@ -55,8 +70,9 @@ PREPARE = r"""
     formulas: document.querySelectorAll("mjx-container").length,
     errors: [...document.querySelectorAll("mjx-merror")].map(e => e.textContent.slice(0, 80)),
     raw_tex: rawTex,
-    images: images.length,
-    broken_images: images.filter(i => !i.naturalWidth).map(i => i.getAttribute("src")),
+    images: images.length - remote.length,
+    remote_images: remote.length,
+    broken_images: images.filter(i => !i.naturalWidth && !remote.includes(i)).map(i => i.getAttribute("src")),
   };
 })()
 """

@@ -38,7 +38,7 @@ def _module(name, path):
     return module
 
 
-release = _module("sigprop_release", ROOT / "book" / "release.py")
+release = _module("sigprop_book_release", ROOT / "book" / "release.py")
 changes = _module("sigprop_ledger_changes", ROOT / "book" / "ledger_changes.py")
 colab = _module("sigprop_test_colab", ROOT / "tests" / "test_colab.py")   # its fresh-environment helpers
 sources = release.sources
@@ -168,7 +168,7 @@ parse:
   myst_enable_extensions: [amsmath, dollarmath]
 sphinx:
   local_extensions:
-    sigprop_download: {ext}
+    sigprop_release: {ext}
   extra_extensions: [sphinx-mathjax-offline]
   config:
     mathjax_path: mathjax/tex-chtml.js
@@ -180,23 +180,26 @@ TINY_INTRO = r"""# A tiny book
 Inline $\rho^L = \frac{a}{b}$ and displayed:
 
 $$ \mathbb E\, Y = 1 - \beta_c / \beta $$
+
+A badge from the network (offline: its alt text): [![Open in Colab](https://badge.invalid/colab.svg)](https://badge.invalid)
 """
 
 
 def _tiny_book(folder: pathlib.Path) -> pathlib.Path:
-    """Two pages (Markdown with formulas; a notebook with a figure output), the book's footer and download
-    button, built as HTML and as a single page (execution off: the figure is a stored output)."""
+    """Two pages in ``book/`` as the book has them (Markdown with formulas and a remote badge; a notebook with
+    a figure output), the book's footer and download button, built as HTML and as a single page (execution
+    off: the figure is a stored output)."""
     import base64
     import io
 
     import matplotlib.pyplot as plt
     import nbformat
 
-    folder.mkdir()
+    (folder / "book").mkdir(parents=True)
     (folder / "_config.yml").write_text(TINY_CONFIG.format(ext=ROOT / "book" / "_ext",
                                                            footer=sources.footer(sources.source())))
-    (folder / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: page\n")
-    (folder / "intro.md").write_text(TINY_INTRO)
+    (folder / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/page\n")
+    (folder / "book" / "intro.md").write_text(TINY_INTRO)
     fig, ax = plt.subplots(figsize=(3, 2))
     ax.plot([0, 1], [0, 1])
     png = io.BytesIO()
@@ -208,7 +211,7 @@ def _tiny_book(folder: pathlib.Path) -> pathlib.Path:
                 nbformat.v4.new_code_cell("figure()", outputs=[nbformat.v4.new_output(
                     "display_data", data={"image/png": base64.b64encode(png.getvalue()).decode(),
                                           "text/plain": "<Figure>"})])]
-    nbformat.write(nb, folder / "page.ipynb")
+    nbformat.write(nb, folder / "book" / "page.ipynb")
     jb = pathlib.Path(sys.executable).with_name("jupyter-book")
     for builder in ("html", "singlehtml"):
         run = subprocess.run([str(jb), "build", str(folder), "--builder", builder, "-W", "-q"], capture_output=True,
@@ -234,7 +237,8 @@ def built(tmp_path_factory):
     release.notebooks_zip(dist, V, {n: p["student_dir"] for n, p in assigned.items()})
     check = None
     if release.release_pdf.chromium():
-        _, check = release.pdf(release.landing_page(book / "singlehtml" / "index.html"), dist, V)
+        single = book / "singlehtml"
+        _, check = release.pdf(release.top_level_copy(release.landing_page(single / "index.html"), single), dist, V)
     release.sha256sums(dist)
     return {"dist": dist, "wheel": wheel, "sdist": sdist, "book": book, "assigned": assigned, "pdf": check,
             "tmp": tmp}
@@ -275,8 +279,8 @@ def test_html_archive_reads_offline_from_its_index(built, tmp_path):
         assert release.missing_targets(files, z.read) == []
         z.extractall(tmp_path)
     index = tmp_path / f"sigprop-book-{V}" / "index.html"
-    assert "_static/mathjax/tex-chtml.js" in (index.parent / "page.html").read_text()
-    assert (index.parent / "_sources" / "page.ipynb").is_file()
+    assert "../_static/mathjax/tex-chtml.js" in (index.parent / "book" / "page.html").read_text()
+    assert (index.parent / "_sources" / "book" / "page.ipynb").is_file()
     assert f"sigprop {V} · " in release.landing_page(index).read_text()
 
 
@@ -285,33 +289,35 @@ def test_html_archive_refuses_a_stale_or_broken_site(built, tmp_path):
     shutil.copytree(built["book"] / "html", site)
     with pytest.raises(RuntimeError, match="not built for version"):
         release.html_zip(site, tmp_path, "9.9.9")
-    (site / "page.html").write_text((site / "page.html").read_text() + '<a href="gone.html">x</a>')
+    page = site / "book" / "page.html"
+    page.write_text(page.read_text() + '<a href="gone.html">x</a>')
     with pytest.raises(RuntimeError, match="gone.html"):
         release.html_zip(site, tmp_path, V)
 
 
 def test_download_button_saves_the_notebook(built):
     """The theme's .ipynb link gets a download attribute (the file's name) in a browser."""
-    html = (built["book"] / "html" / "page.html").read_text()
-    assert 'href="_sources/page.ipynb"' in html and "btn-download-source-button" in html
+    html = (built["book"] / "html" / "book" / "page.html").read_text()
+    assert 'href="../_sources/book/page.ipynb"' in html and "btn-download-source-button" in html
     if not release.release_pdf.chromium():
         pytest.skip(NO_CHROMIUM)
-    with release.release_pdf.open_page(built["book"] / "html" / "page.html", timeout=120) as page:
+    with release.release_pdf.open_page(built["book"] / "html" / "book" / "page.html", timeout=120) as page:
         links = page.evaluate('[...document.querySelectorAll("a.btn-download-source-button")]'
                               '.map(a => [a.getAttribute("href"), a.getAttribute("download"), a.target])')
-    assert links == [["_sources/page.ipynb", "page.ipynb", ""]]
+    assert links == [["../_sources/book/page.ipynb", "page.ipynb", ""]]
 
 
 def test_pdf_has_every_formula_typeset_and_every_figure(built):
     if built["pdf"] is None:
         pytest.skip(NO_CHROMIUM)
     check = built["pdf"]
-    assert check["mathjax"] == "done" and check["formulas"] == 3 and check["images"] == 1, check
+    assert check["mathjax"] == "done" and check["formulas"] == 3, check
+    assert check["images"] == 1 and check["remote_images"] == 1, check       # the figure; the badge's alt text
     pdf = built["dist"] / release.names(V)["pdf"]
     assert pdf.read_bytes().startswith(b"%PDF")
     if shutil.which("pdftotext"):
         text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
-        assert "A tiny book" in text and "βc" in text.replace(" ", "") and "\\frac" not in text
+        assert "A tiny book" in text and "Open in Colab" in text and "\\frac" not in text
 
 
 def test_pdf_refuses_a_formula_left_as_tex(tmp_path):
