@@ -121,14 +121,32 @@ def test_quadrature_sum_rule_and_resolution():
     # a grid four times finer changes nothing at the 1e-10 level
     from sigprop.attention import _rem
     for sigma, T in [(3.0, 6), (10.0, 1000), (0.5, 1e5), (500.0, 64)]:
-        coarse = _rem._quadrature(sigma, T, (2.0, 3.0), square=True)
+        coarse = _rem.rem_quadrature(sigma, T, (2.0, 3.0), square=True)
         old = (_rem._X_LO, _rem._X_HI, _rem._DX)
         try:
             _rem._DX = old[2] / 4
-            fine = _rem._quadrature(sigma, T, (2.0, 3.0), square=True)
+            fine = _rem.rem_quadrature(sigma, T, (2.0, 3.0), square=True)
         finally:
             _rem._X_LO, _rem._X_HI, _rem._DX = old
         np.testing.assert_allclose(coarse, fine, rtol=1e-10)
+
+
+@pytest.mark.parametrize("T", [1e13, 1e20, 1e50, 1e100])
+def test_huge_T_keeps_the_one_over_T_floor(T):
+    # High-temperature phase (beta = sigma / sqrt(log T) far below beta_c / 2): E Y2 = e^{sigma^2} / T up to a
+    # finite-T correction of relative order e^{3 sigma^2} / T (measured 6e-10 at sigma = 2, T = 1e13), so
+    # sigma = 2 only from T = 1e20. The grid used to stop at -(log T + 40)/2 and lost the 1/T floor: T E Y2
+    # read 0.25 (T = 1e20, sigma = 1e-3) and 0 (T = 1e30).
+    for sigma in (1e-3, 0.3, 1.0) + ((2.0,) if T >= 1e20 else ()):
+        assert sp.attention.rem_quadrature(sigma, T)[0] * T == pytest.approx(math.exp(sigma**2), rel=1e-10)
+    assert th.ipr_finite(1e-3 / math.sqrt(math.log(T)), T) * T == pytest.approx(math.exp(1e-6), rel=1e-10)
+
+
+def test_T_beyond_the_domain_is_refused():
+    with pytest.raises(ValueError, match=r"T \(sequence length\) must be <= 1e\+100 \(the finite-T quadrature"):
+        th.ipr_finite(1.0, 1e300)
+    with pytest.raises(ValueError, match=r"must be <= 1e\+100"):
+        th.rem_moments(1.0, T=1e101)
 
 
 def test_finite_T_approaches_poisson_dirichlet_at_large_scale():

@@ -43,7 +43,8 @@ from .inputs._language import (
     MarkovSource as MarkovSource, MaskedTask as MaskedTask, TextCorpus as TextCorpus,
     load_text_corpus as load_text_corpus,
 )
-from .attention._rem import cross_overlap_rem as cross_overlap_rem, mc_rem_moments as mc_rem_moments
+from .attention._rem import mc_rem_moments as mc_rem_moments
+from .attention._cross import mc_cross_overlap as mc_cross_overlap
 from .attention._layer import (
     self_attention as self_attention, layer_norm as layer_norm, attention_weights as attention_weights,
     sample_scores as sample_scores, attention_layer_mc as attention_layer_mc,
@@ -93,6 +94,13 @@ from .attention._covariance_mc import (
 
 from . import presets as presets  # noqa: E402
 from . import theory as theory  # noqa: E402
+from . import _deprecated  # noqa: E402
+
+
+def __getattr__(name):
+    """Old names (``sigprop._deprecated.RENAMED``) still work, with a DeprecationWarning."""
+    return _deprecated.lookup(_deprecated.RENAMED, "sigprop", name)
+
 
 __all__ = [
     "Profile", "profile", "set_profile", "pick", "default_device", "as_device", "float64_device",
@@ -101,7 +109,7 @@ __all__ = [
     "use_book_style", "token_overlaps", "cosine_matrix", "mean_cosine", "attention_ipr", "attention_entropy",
     "cross_token_covariance", "stable_rank", "gaussian_tokens", "equicorrelated_tokens", "orthogonal_tokens",
     "random_walk_tokens", "exact_equicorrelated_tokens", "MarkovSource", "MaskedTask", "TextCorpus",
-    "load_text_corpus", "cross_overlap_rem", "mc_rem_moments", "self_attention", "layer_norm",
+    "load_text_corpus", "mc_cross_overlap", "mc_rem_moments", "self_attention", "layer_norm",
     "attention_weights", "sample_scores", "attention_layer_mc", "AttentionLayerStats", "mc_attention_ipr",
     "ipr_finite_width", "query_jacobian_norm", "query_grad_norm_mc", "BlockConfig", "TransformerParams",
     "sample_transformer", "transformer_forward", "mc_cosine_vs_depth", "GramTrajectory", "TrainabilityDiagram",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .attention._rem import (
     beta_c as beta_c, ipr as ipr, ipr_finite as ipr_finite, rem_moments as rem_moments,
-    cross_overlap as cross_overlap,
 )
+from .attention._cross import cross_overlap as cross_overlap
 from .attention._layer import (
     score_covariance as score_covariance, attention_map as attention_map, cosine_map as cosine_map,
 )

@@ -42,7 +42,8 @@ from ..stats._config import _work_dtype
 from ..stats._estimate import Estimate
 from ..stats._montecarlo import monte_carlo
 from ..stats._random import as_generator
-from ._rem import _cross_quadrature, _energy_scale, ipr_limit, rem_quadrature
+from ._cross import cross_excess_array, excess_y2
+from ._rem import _energy_scale, ipr_limit, rem_quadrature
 from ..inputs import exact_equicorrelated_tokens, equicorrelated_tokens
 from ..stats._validate import (check_flag, check_int, check_option, check_overlaps, check_positive, check_range, check_real,
                         check_same_device, check_seq_len, check_tensor, to_output)
@@ -254,21 +255,30 @@ def attention_map(q, p, *, beta, sigma_v2=1.0, gain_control=False, T=None, y2=No
 
 
 def attention_map_kernel(q, p, beta, sigma_v2, gain_control, T=None, y2=None, yp=None, cross=CrossOverlap.REM):
-    """Arrays in, arrays out (no validation); used by the block maps."""
+    """Arrays in, arrays out (no validation); used by the block maps.
+
+    With gain control the map multiplies ``Y2 - 1/T`` and ``Y_p - 1/T``, which vanish like ``sigma^2`` as the
+    tokens collapse: they are computed directly (``sigprop.attention._cross``), not as differences.
+    """
     q, p, beta, sigma_v2 = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (q, p, beta, sigma_v2)))
-    if y2 is None:
-        y2 = ipr_limit(beta, q, p, 2.0) if T is None else _y2_finite(beta, T, q, p)
-    if yp is None:
-        if T is None:
-            yp = 0.0
-        elif cross is CrossOverlap.REM:
-            yp = _yp_finite(beta, T, q, p)
-        else:
-            yp = 1.0 / np.asarray(T, dtype=float)
-    mean_value = 0.0 if T is None else 1.0 / np.asarray(T, dtype=float)
+    if T is None:  # the paper's T -> infinity map: Y_p = 0, and no mean value to subtract
+        y2 = ipr_limit(beta, q, p, 2.0) if y2 is None else y2
+        yp = 0.0 if yp is None else yp
+        if gain_control:
+            return sigma_v2 * (q - p) * y2, sigma_v2 * (q - p) * yp
+        return sigma_v2 * (p + (q - p) * y2), sigma_v2 * (p + (q - p) * yp)
+    inv = 1.0 / np.asarray(T, dtype=float)
+    if yp is not None:
+        ex_p = yp - inv
+    elif cross is CrossOverlap.REM:
+        ex_p = cross_excess_array(beta, T, q, p)
+    else:
+        ex_p = np.zeros(np.broadcast(q, inv).shape)
     if gain_control:
-        return sigma_v2 * (q - p) * (y2 - mean_value), sigma_v2 * (q - p) * (yp - mean_value)
-    return sigma_v2 * (p + (q - p) * y2), sigma_v2 * (p + (q - p) * yp)
+        ex_2 = _y2_excess(beta, T, q, p) if y2 is None else y2 - inv
+        return sigma_v2 * (q - p) * ex_2, sigma_v2 * (q - p) * ex_p
+    y2 = _y2_finite(beta, T, q, p) if y2 is None else y2
+    return sigma_v2 * (p + (q - p) * y2), sigma_v2 * (p + (q - p) * (inv + ex_p))
 
 
 def _y2_finite(beta, T, q, p):
@@ -280,13 +290,12 @@ def _y2_finite(beta, T, q, p):
     return out
 
 
-def _yp_finite(beta, T, q, p):
-    """Exact finite-T ``Y_p`` of two correlated REM rows, elementwise over broadcast arrays."""
-    sig, TT, qq, pp = np.broadcast_arrays(_energy_scale(beta, T, q, p), np.asarray(T, dtype=float), q, p)
+def _y2_excess(beta, T, q, p):
+    """``E Y2 - 1/T`` without cancellation (``sigprop.attention._cross``), elementwise over broadcast arrays."""
+    sig, TT = np.broadcast_arrays(_energy_scale(beta, T, q, p), np.asarray(T, dtype=float))
     out = np.empty(sig.shape)
     for idx in np.ndindex(sig.shape):
-        c = min(max(float(pp[idx] / qq[idx]), 0.0), 1.0) if qq[idx] > 0 else 0.0
-        out[idx] = _cross_quadrature(float(sig[idx]), float(TT[idx]), c)
+        out[idx] = excess_y2(float(sig[idx]), float(TT[idx]))
     return out
 
 

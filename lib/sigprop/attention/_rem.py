@@ -27,9 +27,12 @@ and for ``m = beta_c / beta < 1`` the weights are Poisson-Dirichlet(m, 0), so
 
 where ``H_n(y) = E exp(n(a+y) - e^{a+y})`` and ``L(y) = E exp(-e^{a+y})`` for one energy ``a``.
 :func:`rem_quadrature` evaluates these by the trapezoid rule on smooth, decaying integrands (spectral
-convergence: ~1e-12 relative at every ``T >= 2`` and every ``sigma``, checked against grids four
-times finer and against direct simulation in ``tests/test_rem.py``). The sum rule ``E Y^(1) = 1``
-holds to the same precision.
+convergence: ~1e-12 relative at every ``2 <= T <= T_MAX`` (1e100) and every ``sigma``, checked against
+grids four times finer, against direct simulation and, at ``T`` up to 1e100, against the annealed value
+``e^{sigma^2}/T`` of the high-temperature phase, in ``tests/test_rem.py``). The sum rule ``E Y^(1) = 1``
+holds to the same precision. The grid reaches ``y = -(log T + 40)``: an earlier ``-(log T + 40)/r`` lost the
+``1/T`` floor above ``T ~ 1e13`` (``E Y^(2) T`` read 0.25 instead of 1 at ``T = 1e20``, ``sigma = 1e-3``). The
+cross-overlap of two correlated rows is in ``sigprop.attention._cross``.
 
 Used by the attention and block maps (``sp.theory.attention_map``, ``sp.theory.block_map``) and by
 Result 2 (``sp.theory.query_grad_norm``); chapter ``giorlandino-goldt2025``, pages 01-05.
@@ -47,11 +50,15 @@ from ..stats._estimate import Estimate
 from ..stats._montecarlo import monte_carlo
 from ..stats._validate import broadcast, check_int, check_overlaps, check_positive, check_range, check_seq_len, to_output
 
-__all__ = ["cross_overlap_rem", "mc_rem_moments"]
-__theory__ = ["beta_c", "ipr", "ipr_finite", "rem_moments", "cross_overlap"]
+__all__ = ["mc_rem_moments"]
+__theory__ = ["beta_c", "ipr", "ipr_finite", "rem_moments"]
 
 #: Largest order r accepted: the quadrature's x-grid must hold the peak of ``e^{r x - e^x}`` at ``x = log r``.
 R_MAX = 64.0
+#: Largest T of the finite-T quadrature: beyond it ``T e^{2 y}`` at the grid's lower end ``y ~ -log T`` leaves the
+#: float64 range (at T = 1e300 the value underflowed to 0), and the grid, which grows like log T, takes seconds.
+T_MAX = 1e100
+_T_WHY = " (the finite-T quadrature's domain: its grid grows like log T and leaves float64 beyond; use T=None)"
 
 
 def _beta_c(q, p):
@@ -114,8 +121,8 @@ def ipr(beta, q=1.0, p=0.0, r=2):
 
 # ---------------------------------------------------------------- finite T: one quadrature
 
-#: x-grid of the quadrature: ``T e^{n x - e^x}`` is below e^-40 outside [X_LO, X_HI] for ``1 <= n <= R_MAX``
-#: (the lower end moves down to ``-(log T + 40) / n`` when that is lower).
+#: x-grid of the quadrature: ``e^{n x - e^x}`` is negligible above X_HI for ``1 <= n <= R_MAX``; the lower end
+#: moves down to ``-(log T + 40)`` when that is lower (:func:`_grid`).
 _X_LO, _X_HI, _DX = -45.0, 10.0, 0.1
 #: Gaussian tails kept: energies beyond ``z sigma`` with ``T P(|a| > z sigma) < e^-37`` are dropped.
 _Z_TAIL = 9.0
@@ -123,27 +130,40 @@ _Z_TAIL = 9.0
 _STEP = 1.0
 #: Below this sigma the energy average is a Gauss-Hermite rule instead of the x-grid.
 _SIGMA_GH = 1.0
-_GH = np.polynomial.hermite_e.hermegauss(64)
+_GH = {n: np.polynomial.hermite_e.hermegauss(n) for n in (16, 32, 64)}
+#: Float64 elements of one block of the Gaussian kernel in :func:`_site` (16 MiB).
+_SITE_ELEMENTS = 2**21
 
 
 def _site(points, sigma: float, x_lo: float, ns) -> tuple:
     """One energy ``a ~ N(0, sigma^2)`` seen at shifts ``y``: ``(1 - L, L, {n: H_n})`` at the ``points``, with
     ``L(y) = E exp(-e^{a+y})`` and ``H_n(y) = E exp(n (a+y) - e^{a+y})`` (module docstring)."""
     y = np.asarray(points, dtype=float)
+    if sigma == 0.0:
+        ex = np.exp(np.minimum(y, 700.0))
+        return -np.expm1(-ex), np.exp(-ex), {n: np.exp(n * y - ex) for n in ns}
     if sigma < _SIGMA_GH:
-        g, w = _GH
+        # nodes by scale: relative error < 1e-13 on every value above 1e-30 (measured against 200 nodes)
+        g, w = _GH[16 if sigma <= 0.02 else 32 if sigma <= 0.1 else 64]
         w = w / w.sum()
         xx = y[..., None] + sigma * g  # (..., nodes)
         ex = np.exp(np.minimum(xx, 700.0))
         return (-np.expm1(-ex)) @ w, np.exp(-ex) @ w, {n: np.exp(n * xx - ex) @ w for n in ns}
     x = np.arange(x_lo, _X_HI + _DX / 2, _DX)
-    K = np.exp(-0.5 * ((x - y[..., None]) / sigma) ** 2) * (_DX / (sigma * math.sqrt(2 * math.pi)))
     ex = np.exp(x)
     # 1 - e^{-e^x} = Phi(x / c) + r(x); E Phi((a + y)/c) = Phi(y / sqrt(sigma^2 + c^2)) exactly, and r
     # decays at both ends of the grid, so its trapezoid sum converges spectrally
     rest = -np.expm1(-ex) - ndtr(x / _STEP)
+    table = np.stack([rest] + [np.exp(n * x - ex) for n in ns], axis=1)  # (x, 1 + len(ns))
+    flat = y.reshape(-1)
+    out = np.empty((flat.size, table.shape[1]))
+    rows = max(1, _SITE_ELEMENTS // x.size)  # the Gaussian kernel in row blocks: bounded memory at any T
+    for i in range(0, flat.size, rows):
+        K = np.exp(-0.5 * ((x - flat[i:i + rows, None]) / sigma) ** 2) * (_DX / (sigma * math.sqrt(2 * math.pi)))
+        out[i:i + rows] = K @ table
+    out = out.reshape(y.shape + (table.shape[1],))
     s = math.sqrt(sigma**2 + _STEP**2)
-    return (ndtr(y / s) + K @ rest, ndtr(-y / s) - K @ rest, {n: K @ np.exp(n * x - ex) for n in ns})
+    return (ndtr(y / s) + out[..., 0], ndtr(-y / s) - out[..., 0], {n: out[..., 1 + i] for i, n in enumerate(ns)})
 
 
 def _log_l(miss, keep):
@@ -152,11 +172,14 @@ def _log_l(miss, keep):
         return np.where(miss < 0.5, np.log1p(-np.minimum(miss, 0.5)), np.log(np.maximum(keep, 1e-300)))
 
 
-def _grid(sigma: float, T: float, r_min: float):
-    """The y-grid (lower end of x, spacing, points): the integrand lives where ``a + y`` lies in
+def _grid(sigma: float, T: float):
+    """The y-grid (lower end of x, spacing, tail cut): the integrand lives where ``a + y`` lies in
     ``[x_lo, X_HI]`` for an energy within ``z_tail sigma`` and varies on the scale ``max(1, sigma /
-    sqrt(1 + 2 log T))`` (the width of ``L^(T-1)``'s edge)."""
-    x_lo = min(_X_LO, -(math.log(T) + 40.0) / r_min)
+    sqrt(1 + 2 log T))`` (the width of ``L^(T-1)``'s edge). ``x_lo = -(log T + 40)``: below it ``T (1 - L)``
+    and ``T^r H_r`` are under ``e^-40`` whatever ``r >= 1``, so neither the power ``L^(T-1)`` nor the value
+    (at least ``T^(1-r)``) feels the cut. (An earlier ``-(log T + 40)/r`` lost the ``1/T`` floor of ``Y^(2)``
+    above ``T ~ 1e13``.)"""
+    x_lo = min(_X_LO, -(math.log(T) + 40.0))
     dy = max(0.1, sigma / (12.0 * math.sqrt(1.0 + 2.0 * math.log(T))))
     z_tail = max(_Z_TAIL, math.sqrt(2.0 * (math.log(T) + 37.0)))
     return x_lo, dy, z_tail
@@ -168,7 +191,7 @@ def rem_quadrature(sigma: float, T: float, orders=(2.0,), square: bool = False) 
         out = [T ** (1.0 - r) for r in orders]
         return out + [T**-2.0] if square else out
     ns = sorted(set(orders) | ({2.0, 4.0} if square else set()))
-    x_lo, dy, z_tail = _grid(sigma, T, ns[0])
+    x_lo, dy, z_tail = _grid(sigma, T)
     y = np.arange(x_lo - z_tail * sigma, _X_HI + z_tail * sigma + dy / 2, dy)
     miss, keep, H = _site(y, sigma, x_lo, ns)
     log_l = _log_l(miss, keep)
@@ -180,35 +203,6 @@ def rem_quadrature(sigma: float, T: float, orders=(2.0,), square: bool = False) 
         w22 = float(np.sum(H[2.0] ** 2 * p2) * dy) / 6.0
         out.append(T * w4 + T * (T - 1.0) * w22)
     return out
-
-
-def _cross_quadrature(sigma: float, T: float, c: float) -> float:
-    """``Y_p = E sum_s A_s A'_s`` for two rows of ``T`` energies ``a_s = m_s + s e_s``, ``a'_s = m_s + s e'_s``,
-    ``m_s ~ N(0, c sigma^2)`` shared, ``s^2 = (1 - c) sigma^2`` (App. B.1: the column field is shared).
-
-    With ``1/(Z Z') = int int e^{-tZ - uZ'} dt du``, ``t = e^y``, ``u = e^v`` and the columns i.i.d. given nothing,
-    ``Y_p = T int int E_m[h(y+m) h(v+m)] (E_m[l(y+m) l(v+m)])^(T-1) dy dv`` with ``l = L`` and ``h = H_1`` of the
-    private energy ``s e``. ``m`` is integrated on the y-lattice (trapezoid, Gaussian weights), so the double
-    integral is two matrix products.
-    """
-    if sigma == 0.0 or c == 0.0:
-        return 1.0 / T
-    sm, se = sigma * math.sqrt(c), sigma * math.sqrt(max(1.0 - c, 0.0))
-    x_lo, dy, z_tail = _grid(sigma, T, 1.0)
-    j = np.arange(-math.ceil(z_tail * sm / dy), math.ceil(z_tail * sm / dy) + 1)
-    w = np.exp(-0.5 * (j * dy / sm) ** 2)
-    w /= w.sum()  # trapezoid weights of N(0, sm^2) on the lattice
-    y = np.arange(x_lo - z_tail * (se + sm), _X_HI + z_tail * (se + sm) + dy / 2, dy)
-    lattice = y[0] + dy * (j[0] + np.arange(len(y) + len(j) - 1))  # every y_i + m_j
-    miss, keep, H = _site(lattice, se, x_lo, (1.0,))
-    window = np.lib.stride_tricks.sliding_window_view
-    M, L, Hm = (window(v, len(j)).T for v in (miss, keep, H[1.0]))  # (len(j), len(y)): value at y_i + m_j
-    a = w @ M
-    one_minus_f = a[:, None] + a[None, :] - (M * w[:, None]).T @ M  # 1 - E_m[l l'], accurate near F = 1
-    f = (L * w[:, None]).T @ L
-    g = (Hm * w[:, None]).T @ Hm
-    log_f = _log_l(one_minus_f, f)
-    return float(T * np.sum(g * np.exp((T - 1.0) * log_f)) * dy * dy)
 
 
 def _energy_scale(beta, T, q, p):
@@ -225,7 +219,7 @@ def ipr_finite(beta, T, q=1.0, p=0.0, r=2):
     ``beta >= 0``; ``1 <= r <= 64``. Broadcasts over all arguments.
     """
     b = check_positive(beta, "beta", allow_zero=True)
-    Ta = check_seq_len(T)
+    Ta = check_seq_len(T, maximum=T_MAX, why=_T_WHY)
     qa, pa = check_overlaps(q, p, strict=False)
     ra = _check_r(r)
     broadcast(beta=b, T=Ta, q=qa, p=pa, r=ra)
@@ -252,34 +246,12 @@ def rem_moments(beta, q=1.0, p=0.0, *, T=None):
         with np.errstate(divide="ignore"):
             m = np.where(bb > bc, bc / np.where(bb > 0, bb, 1.0), 1.0)
         return tuple(to_output(o, beta, q, p) for o in _pd_moments(m))
-    Ta = check_seq_len(T)
+    Ta = check_seq_len(T, maximum=T_MAX, why=_T_WHY)
     sig, TT = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta)
     res = np.empty((3,) + sig.shape)
     for idx in np.ndindex(sig.shape):
         res[(slice(None),) + idx] = rem_quadrature(float(sig[idx]), float(TT[idx]), (2.0, 3.0), square=True)
     return tuple(to_output(res[i], beta, q, p, T) for i in range(3))
-
-
-def cross_overlap(beta, T, q=1.0, p=0.0):
-    r"""Exact finite-T cross-overlap ``Y_p = E sum_s A_ts A_t's`` of two attention rows (App. B.2.2).
-
-    The rows are REMs with energies of variance ``sigma^2 = beta^2 log T q (q - p)`` whose s-dependent parts
-    share the column field ``b_s`` (App. B.1, Eq. (9)): correlation ``c = p / q`` between the rows. One
-    quadrature (:func:`_cross_quadrature`, module docstring's representation with two Laplace variables);
-    ``Y_p = 1/T`` exactly for ``p = 0`` (independent rows), ``Y_p = E Y^(2)`` for ``p -> q``, and ``Y_p -> 0``
-    as T -> infinity, slowly: in the condensed phase with ``p > 0`` it is several times ``1/T`` at moderate T
-    (``tests/test_rem.py`` checks it against :func:`cross_overlap_rem`). Broadcasts over all arguments.
-    """
-    b = check_positive(beta, "beta", allow_zero=True)
-    Ta = check_seq_len(T)
-    qa, pa = check_overlaps(q, p, strict=False)
-    check_range(pa / qa, "p/q", 0.0, 1.0)
-    broadcast(beta=b, T=Ta, q=qa, p=pa)
-    sig, TT, cc = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta, pa / qa)
-    out = np.empty(sig.shape)
-    for idx in np.ndindex(sig.shape):
-        out[idx] = _cross_quadrature(float(sig[idx]), float(TT[idx]), float(cc[idx]))
-    return to_output(out, beta, T, q, p)
 
 
 # ---------------------------------------------------------------- Monte Carlo of the REM itself
@@ -308,25 +280,3 @@ def mc_rem_moments(beta, *, T: int, n: int, q: float = 1.0, p: float = 0.0, gene
         return torch.stack([y2, A.pow(3).sum(-1), y2 * y2], dim=-1)
 
     return monte_carlo(sample, n, generator=generator, chunk=max(1, min(n, int(4e6 // T))), device=device)
-
-
-def cross_overlap_rem(beta, *, T, n, q=1.0, p=0.0, generator=None, device=None) -> Estimate:
-    r"""``Y_p = sum_s A_ts A_t's`` for two rows of the REM of App. B.1 (Monte Carlo, no ``d``).
-
-    Row energies ``sigma (sqrt(c) b_s + sqrt(1-c) e_ts)`` with ``sigma^2 = beta^2 log T q (q-p)``,
-    ``c = p/q`` (the column field ``b_s`` is shared: Eq. 9). Returns an Estimate of
-    ``[Y2, Y_p]`` over ``n`` independent pairs of rows. ``p = 0`` gives ``Y_p = 1/T`` in mean.
-    """
-    check_positive(beta, "beta", allow_zero=True)
-    T = check_int(T, "T", minimum=2)
-    check_positive(q, "q")
-    check_range(p / q, "p/q", 0.0, 1.0 - 1e-12)
-    sigma, c = _rem_rows(beta, T, q, p)
-
-    def sample(m, gen):
-        b = torch.randn(m, 1, T, generator=gen, device=gen.device, dtype=widest_float(gen.device))
-        e = torch.randn(m, 2, T, generator=gen, device=gen.device, dtype=b.dtype)
-        A = torch.softmax(sigma * (math.sqrt(c) * b + math.sqrt(1.0 - c) * e), dim=-1)
-        return torch.stack([A[:, 0].pow(2).sum(-1), (A[:, 0] * A[:, 1]).sum(-1)], dim=-1)
-
-    return monte_carlo(sample, n, generator=generator, chunk=max(1, min(n, int(2e6 // T))), device=device)

@@ -103,12 +103,15 @@ def check_int(value, name, *, minimum, maximum=SIZE_MAX):
     return int(value)
 
 
-def check_seq_len(T, name="T"):
+def check_seq_len(T, name="T", *, maximum=None, why=""):
+    """Sequence lengths ``2 <= T`` (``<= maximum`` where a formula's domain ends; ``why`` says why)."""
     arr = check_finite(T, name)
     if arr.size == 0:
         raise ValueError(f"{name} (sequence length) must not be empty")
     if np.any(arr < 2):
         raise ValueError(f"{name} (sequence length) must be >= 2; got {_describe(arr)}")
+    if maximum is not None and np.any(arr > maximum):
+        raise ValueError(f"{name} (sequence length) must be <= {maximum:.0e}{why}; got {_describe(arr)}")
     return arr
 
 

@@ -1,0 +1,31 @@
+"""Old public names, kept working as deprecated aliases (issue 24: one naming rule).
+
+The rule: a Monte Carlo function is ``mc_X`` beside its theory ``sp.theory.X`` in the same folder; a squared
+norm is called ``*_sq_norm``. Every rename is listed here, once, old -> new: ``RENAMED`` for the flat ``sp.*``
+namespace and ``RENAMED_THEORY`` for ``sp.theory.*``. An old name still returns the new object, and warns
+(``DeprecationWarning``, shown where the caller's code uses it) so that chapters and claims switch; the aliases
+go with the next minor release. ``tests/test_deprecated.py`` checks every alias.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .attention._cross import mc_cross_overlap
+
+#: Flat namespace: old name -> (new name, object).
+RENAMED = {
+    "cross_overlap_rem": ("mc_cross_overlap", mc_cross_overlap),
+}
+
+#: ``sp.theory``: old name -> (new name, object).
+RENAMED_THEORY: dict = {}
+
+
+def lookup(table: dict, namespace: str, name: str):
+    """The new object for an old ``name`` (with a DeprecationWarning), or AttributeError as a module would."""
+    if name in table:
+        new, obj = table[name]
+        warnings.warn(f"{namespace}.{name} is deprecated: use {namespace}.{new} (same function, new name; "
+                      "issue 24's naming rule)", DeprecationWarning, stacklevel=3)
+        return obj
+    raise AttributeError(f"module {namespace!r} has no attribute {name!r}")
