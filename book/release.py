@@ -308,7 +308,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     v, dist, t0 = version(), pathlib.Path(args.dist).resolve(), time.monotonic()
     if not args.no_pdf and release_pdf.chromium() is None:
-        parser.error("the PDF needs Chromium (apt-get install chromium, or $CHROMIUM); --no-pdf leaves it out")
+        parser.error("the PDF needs Chromium (apt-get install chromium, or $SIGPROP_CHROMIUM); --no-pdf leaves it out")
     clean(dist)
     step = lambda what: print(f"[{time.monotonic() - t0:6.0f} s] {what}", flush=True)  # noqa: E731
     step("release notes (CHANGELOG.md)")

@@ -12,9 +12,9 @@ websocket library) so that printing waits for what matters instead of a fixed de
    image from the network -- the Colab badges -- is replaced by its alt text, inside its link);
 2. MathJax's start-up promise resolves (every formula typeset); a formula that MathJax could not parse
    (``mjx-merror``) or a math element still holding TeX is an error, reported with its text;
-3. the solutions and proofs folded in the web book are opened (a reader of paper cannot click them; code
-   cells hidden with ``hide-input`` stay out), long code lines wrap instead of being cut at the column's
-   edge, then the page is printed on A4 with page numbers.
+3. what the web book folds is opened (solutions, proofs: paper cannot be clicked; code cells hidden with
+   ``hide-input`` and the details in the ledger's table cells stay folded), print styles make long code lines and wide
+   tables wrap instead of being cut (:data:`PRINT_CSS`), then the page is printed on A4 with page numbers.
 
 ``check`` (what the page held when it was printed) is returned for the caller to report.
 """
@@ -34,7 +34,20 @@ import time
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
-#: run in the page before printing: wait for images and MathJax, open the solution dropdowns, report
+#: paper does not scroll: long code lines and wide tables wrap instead of being cut at the column's edge
+#: (and the web book's "scroll sideways" hints go); code and tables may break across pages (the themes keep
+#: them whole, which left blank half pages); a code cell hidden behind "Show code cell source" stays out
+PRINT_CSS = """@media print {
+  pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+  div.highlight, div.highlight pre, div.cell_output, div.output, .sp-table-scroll, .sp-scroll-box,
+  .table-wrapper { overflow: visible !important; }
+  table { max-width: 100% !important; }
+  td, th { overflow-wrap: break-word; }
+  table, div.highlight, div[class*=highlight-] { break-inside: auto !important; }
+  .sp-scroll-hint, details.above-input { display: none !important; }
+}"""
+
+#: run in the page before printing: wait for images and MathJax, open what is folded, report
 PREPARE = r"""
 (async () => {
   const images = [...document.images];
@@ -48,19 +61,11 @@ PREPARE = r"""
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise; mathjax = "done";
   }
-  // paper does not scroll: long code lines wrap instead of being cut at the column's edge; a code cell
-  // hidden behind "Show code cell source" stays out of the PDF (its output is printed)
-  const style = document.createElement("style");
-  style.textContent = `@media print {
-    pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
-    div.highlight, div.highlight pre, div.cell_output, div.output { overflow: visible !important; }
-    details.above-input { display: none !important; }
-  }`;
-  document.head.append(style);
-  // solution and exercise dropdowns (sphinx-exercise, sphinx-design, togglebutton), not myst-nb's hidden cells
-  document.querySelectorAll("details").forEach(d => {
-    if (!d.closest(".cell") && !d.classList.contains("hide")) d.open = true;
-  });
+  document.head.append(Object.assign(document.createElement("style"), {textContent: PRINT_CSS}));
+  // folded content a reader of paper cannot unfold (solutions, proofs), not myst-nb's hidden cells
+  // (details.hide) nor the details inside a table's cells (the ledger's sizes and notes would crush the
+  // table's other columns to a character's width)
+  document.querySelectorAll("details:not(.hide)").forEach(d => { if (!d.closest("table")) d.open = true; });
   document.querySelectorAll(".toggle-hidden").forEach(e => e.classList.remove("toggle-hidden"));
   const rawTex = [...document.querySelectorAll(".math")]
     .filter(e => !e.querySelector("mjx-container") && /\\[a-zA-Z(\[]/.test(e.textContent))
@@ -75,7 +80,7 @@ PREPARE = r"""
     broken_images: images.filter(i => !i.naturalWidth && !remote.includes(i)).map(i => i.getAttribute("src")),
   };
 })()
-"""
+""".replace("PRINT_CSS", json.dumps(PRINT_CSS))
 
 FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#555">'
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
@@ -86,8 +91,8 @@ class PrintError(RuntimeError):
 
 
 def chromium() -> str | None:
-    """Path of a Chromium (or Chrome) executable, ``$CHROMIUM`` first; None when there is none."""
-    for name in filter(None, (os.environ.get("CHROMIUM"),) + CHROMIUM_NAMES):
+    """Path of a Chromium (or Chrome), ``$SIGPROP_CHROMIUM`` first (as tests/_cdp.py); None without one."""
+    for name in filter(None, (os.environ.get("SIGPROP_CHROMIUM"),) + CHROMIUM_NAMES):
         found = shutil.which(name)
         if found:
             return found
@@ -181,7 +186,7 @@ def open_page(page: pathlib.Path, *, timeout: float = 600, exe: str | None = Non
     """``with open_page(path) as p: p.evaluate(...)``: ``path`` loaded from ``file://`` in headless Chromium."""
     exe = exe or chromium()
     if exe is None:
-        raise FileNotFoundError("no Chromium: apt-get install chromium (or set $CHROMIUM)")
+        raise FileNotFoundError("no Chromium: apt-get install chromium (or set $SIGPROP_CHROMIUM)")
     page = pathlib.Path(page).resolve()
     with tempfile.TemporaryDirectory(prefix="sigprop-chromium-") as profile:
         cdp = _Pipe(exe, profile)
