@@ -112,7 +112,9 @@ def test_changelog_has_every_release_and_its_ledger_counts():
         assert table in _section(version), f"CHANGELOG [{version}]: the ledger counts differ from {ref or 'now'}:\n{table}"
 
 
-def test_built_site_names_this_version():
+def test_built_site_names_this_version_and_packs_for_offline_reading(tmp_path):
+    """The site of make book (CI builds it first): its footer names this version, its pages carry the download
+    script, and its archive (the release's) links to no file it lacks. ~15 s for ~35 MB."""
     index = ROOT / "_build" / "html" / "index.html"
     if not index.is_file():
         pytest.skip("no built site (make book)")
@@ -122,6 +124,9 @@ def test_built_site_names_this_version():
         pytest.skip("the site was built before the footer named the version: make book")
     assert found == [V], f"_build/html is of version {found}, the library {V}: make book"
     assert "btn-download-source-button" in text and 'setAttribute("download"' in text
+    archive = release.html_zip(index.parent, tmp_path, V)          # raises on a link to a missing file
+    with zipfile.ZipFile(archive) as z:
+        assert f"sigprop-book-{V}/index.html" in z.namelist()
 
 
 # ----------------------------------------------------------------------------- ledger changes
