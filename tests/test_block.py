@@ -158,6 +158,13 @@ OFF_THE_SHELF = [
     dict(sigma_bv2=0.1, sigma_bo2=0.2, activation="gelu_tanh", norm="pre", causal=True),
     dict(sigma_o2=1.1, sigma_bv2=0.3, gain_control=True, norm="none", activation="gelu", branch_sa=0.6),
     dict(sigma_o2=0.5, heads=4, norm="pre", activation="relu", causal=True, alpha_sa=0.8),
+    # today's parts: grouped-query heads, RoPE (full and partial), q/k biases, SwiGLU / GeGLU, LayerNorm, parallel
+    dict(heads=4, kv_heads=2, positions="rope", norm="pre", activation="silu", gated=True, d_ff=12, sigma_o2=0.9,
+         causal=True),
+    dict(heads=2, kv_heads=1, positions="rope", rope_fraction=0.5, rope_theta=100.0, sigma_bqk2=0.3, sigma_bv2=0.1,
+         norm="pre", parallel=True, ln_center=True, activation="gelu_tanh", alpha_sa=0.7, alpha_mlp=1.2),
+    dict(heads=2, sigma_bqk2=0.2, activation="gelu", gated=True, norm="post", ln_center=True, sigma_bo2=0.3),
+    dict(heads=4, kv_heads=1, norm="none", activation="silu", mlp=False, parallel=False, gain_control=True),
 ]
 
 
@@ -208,3 +215,56 @@ def test_forward_checks_the_output_projection():
     params = sp.sample_transformer(sp.BlockConfig(d=16), 1, inits=2, generator=0)
     with pytest.raises(ValueError, match="w_o has shape"):
         sp.transformer_forward(sp.gaussian_tokens(2, T=5, d=16, generator=1), params, cfg)
+
+
+# ---------------------------------------------------------------- configuration edges (issue 26, item 13)
+
+
+def test_from_beta_edges():
+    with pytest.raises(TypeError, match="not both"):
+        sp.BlockConfig.from_beta(2, T=10, d=8, sigma_qk2=0.1)          # was silently ignored
+    zero = sp.BlockConfig.from_beta(0.0, T=10, d=8)                      # beta = 0 is valid: uniform attention
+    assert zero.sigma_qk2 == 0.0 and zero.beta(10) == 0.0
+    assert sp.BlockConfig(d=8, logit_scale=0.0).beta(16) == 0.0         # built, and .beta() answers
+    with pytest.raises(ValueError, match="logit_scale = 0"):
+        sp.BlockConfig.from_beta(1.0, T=10, d=8, logit_scale=0.0)
+    with pytest.raises(ValueError, match="T"):
+        sp.BlockConfig.from_beta(0.0, T=1, d=8)
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    (dict(d=8, heads=4, kv_heads=3), ValueError, "kv_heads must divide heads"),
+    (dict(d=8, parallel=True), ValueError, "parallel residuals"),
+    (dict(d=8, positions="alibi"), ValueError, "positions must be one of"),
+    (dict(d=8, heads=2, positions="rope", rope_fraction=0.3), ValueError, "even"),
+    (dict(d=8, rope_theta=0.0), ValueError, "rope_theta must be > 0"),
+    (dict(d=8, gated="yes"), TypeError, "gated must be True or False"),
+    (dict(d=8, sigma_bqk2=-1.0), ValueError, "sigma_bqk2 must be >= 0"),
+])
+def test_new_config_fields_are_validated(kwargs, err, match):
+    with pytest.raises(err, match=match):
+        sp.BlockConfig(**kwargs)
+
+
+def test_new_parts_do_not_move_existing_draws():
+    # W_3, b_3, b_Q, b_K are drawn after the documents' weights and only when present; GQA shrinks W_K, W_V
+    base = sp.BlockConfig(d=16, heads=4, sigma_qk2=0.1, sigma_b2=0.05)
+    more = dataclasses.replace(base, gated=True, sigma_bqk2=0.2, positions="rope", parallel=False)
+    a, b = sp.sample_transformer(base, 2, inits=2, generator=3), sp.sample_transformer(more, 2, inits=2, generator=3)
+    for name in ("w_q", "w_k", "w_v", "w1", "b1", "w2", "b2"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert a.w3.shape == (2, 2, 0, 0) and b.w3.shape == (2, 2, 16, 16) and b.b_q.any() and b.b_k.any()
+    gqa = sp.sample_transformer(dataclasses.replace(base, kv_heads=1), 1, generator=0)
+    assert gqa.w_k.shape == (1, 1, 1, 4, 16) and gqa.w_v.shape == (1, 1, 1, 4, 16) and gqa.w_q.shape == (1, 1, 4, 4, 16)
+
+
+def test_multi_query_equals_multi_head_with_repeated_keys_and_values():
+    # kv_heads = 1 is the multi-head network whose heads all read the same W_K, W_V
+    cfg = sp.BlockConfig(d=16, heads=4, kv_heads=1, sigma_qk2=0.3, norm="pre", causal=True, positions="rope")
+    p = sp.sample_transformer(cfg, 2, inits=2, generator=0, dtype=torch.float64)
+    full = dataclasses.replace(p, w_k=p.w_k.expand(-1, -1, 4, -1, -1), w_v=p.w_v.expand(-1, -1, 4, -1, -1),
+                               b_k=p.b_k.expand(-1, -1, 4, -1), b_v=p.b_v.expand(-1, -1, 4, -1))
+    x = sp.gaussian_tokens(3, T=6, d=16, generator=1, dtype=torch.float64)
+    got = sp.transformer_forward(x, p, cfg)
+    want = sp.transformer_forward(x, full, dataclasses.replace(cfg, kv_heads=None))
+    assert torch.allclose(got, want, rtol=0, atol=1e-12)

@@ -106,3 +106,47 @@ def test_gram_map_validation():
         th.iterate_gram_map(np.eye(3), 2, cfg, samples=1)
     G, ipr = th.gram_block_map(torch.eye(4, dtype=torch.float64), cfg, samples=3)   # odd samples: rounded up
     assert G.shape == (4, 4) and ipr.shape == (4,)
+
+
+# ---------------------------------------------------------------- inputs and edges (issue 26, items 4 and 12)
+
+
+def test_gram_inputs_must_be_gram_matrices():
+    cfg = sp.BlockConfig(d=8, sigma_qk2=0.1)
+    with pytest.raises(ValueError, match=r"cosines in \[-1, 1\]"):
+        th.iterate_gram_map([[1, 2], [2, 1]], 1, cfg)                      # returned cosines of 2
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        th.iterate_gram_map(_G0(16, -0.5), 1, cfg)                        # rho0 < -1/(T-1)
+    th.iterate_gram_map(_G0(16, -1 / 15), 1, cfg, samples=16)             # the boundary is a Gram matrix
+    with pytest.raises(TypeError, match="real Gram matrix"):
+        th.gram_block_map(torch.eye(3, dtype=torch.complex128), cfg)
+    with pytest.raises(TypeError, match="real Gram matrix"):
+        th.gram_block_map(np.eye(3, dtype=bool), cfg)
+    with pytest.raises(ValueError, match="float64 range"):                 # returned an inf Gram unchecked
+        th.gram_block_map(1e307 * np.eye(4), sp.BlockConfig(d=8, sigma_qk2=0.1, norm="none"))
+
+
+def test_mean_cosine_positions():
+    traj = th.iterate_gram_map(_G0(6, 0.3), 1, sp.BlockConfig(d=8, sigma_qk2=0.1), samples=16)
+    np.testing.assert_allclose(traj.mean_cosine([0, 1, 2, 3, 4, 5]), traj.mean_cosine())
+    np.testing.assert_allclose(traj.mean_cosine([-1, 0]), traj.mean_cosine(slice(0, 6, 5)))
+    for bad, err, match in (([2], ValueError, "at least two"), ([], ValueError, "at least two"),
+                            ([0, 6], ValueError, r"\[-6, 6\)"), ([1, 1, 2], ValueError, "distinct"),
+                            ([0.5, 1.0], TypeError, "ints")):
+        with pytest.raises(err, match=match):
+            traj.mean_cosine(bad)
+
+
+def test_causal_ipr_needs_an_int_length_and_is_fast_at_a_million():
+    cfg = sp.BlockConfig.from_beta(1.3, T=64, d=64, causal=True)
+    with pytest.raises(TypeError, match="T must be an int"):
+        th.causal_ipr(1.0, 0.3, cfg, T=2.5)                                # was truncated to 2
+    import time
+    t = time.process_time()
+    big = th.causal_ipr(1.0, 0.3, cfg, T=10**6)
+    assert time.process_time() - t < 10.0 and big.shape == (10**6,) and np.all(np.diff(big[1:]) < 0)
+    # rows beyond 1024 keys are interpolated in log(keys): against the quadrature at a few rows, < 1e-9
+    from sigprop.attention import rem_quadrature
+    sigma = math.sqrt(cfg.logit_var * 0.7)
+    for t_row in (1500, 40_000, 999_999):
+        assert big[t_row] == pytest.approx(rem_quadrature(sigma, float(t_row + 1))[0], abs=1e-9)

@@ -7,6 +7,7 @@ import torch
 
 import sigprop as sp
 from conftest import Z
+from sigprop.block import ACTIVATIONS
 
 th = sp.theory
 
@@ -178,7 +179,7 @@ def test_activation_kernel_against_monte_carlo(activation, a, b, c):
 
 def test_gelu_kernel_closed_form_is_exact():
     # the closed form against a 200 x 200 Gauss-Hermite rule (GELU is entire: the rule converges spectrally)
-    from sigprop.block._map import _gelu
+    _gelu = ACTIVATIONS["gelu"].numpy
     x, w = np.polynomial.hermite_e.hermegauss(200)
     w = w / w.sum()
     for a, b, c in [(1.0, 1.0, 0.3), (0.3, 2.0, 0.5), (2.0, 2.0, 2.0), (0.5, 0.5, -0.4), (5.0, 1.0, 1.9)]:
@@ -192,14 +193,15 @@ def test_gelu_kernel_closed_form_is_exact():
         0.7 * 1.9 / (2 * math.pi * math.sqrt(1.7 * 2.9)), rel=1e-14)
 
 
-@pytest.mark.parametrize("activation", ["tanh", "gelu_tanh"])
+@pytest.mark.parametrize("activation", ["tanh", "gelu_tanh", "silu"])
 def test_kernel_table_matches_the_quadrature(activation):
     # large arrays with one variance pair are tabulated in the correlation (Chebyshev): same values to 1e-10
-    from sigprop.block._map import _kernel, _kernel_quad
-    r = np.random.default_rng(0).uniform(-1, 1, (40, 40))
+    # (600 entries engage the table; 40 of them are checked point by point)
+    act = ACTIVATIONS[activation]
+    r = np.random.default_rng(0).uniform(-1, 1, 600)
     for q1 in (0.3, 1.0, 6.0):
         a = np.full(r.shape, q1)
-        np.testing.assert_allclose(_kernel(a, a, r * q1, activation), _kernel_quad(a, a, r, activation),
+        np.testing.assert_allclose(act.kernel(a, a, r * q1)[:40], act.kernel_quadrature(a[:40], a[:40], r[:40] * q1),
                                    rtol=0, atol=1e-10 * max(1.0, q1))
 
 
@@ -272,3 +274,33 @@ def test_block_map_refuses_a_causal_config():
     with pytest.raises(ValueError, match="iterate_gram_map"):
         th.block_map(1.0, 0.2, cfg, T=16)
     th.block_map(1.0, 0.2, dataclasses.replace(cfg, causal=False), T=16)
+
+
+# ---------------------------------------------------------------- the map's domain (issue 26, item 5)
+
+
+def test_limit_map_refuses_negative_overlaps():
+    # T equicorrelated tokens need p/q >= -1/(T-1): the T -> infinity map is defined for p >= 0 only (it returned
+    # q' = -1 at the issue's point)
+    with pytest.raises(ValueError, match="p >= 0"):
+        th.block_map(1, -1, beta=0.5, alpha_sa=0, sigma_w2=0, norm="pre")
+    with pytest.raises(ValueError, match="p >= 0"):
+        th.cosine_vs_depth(3, beta=0.5, rho0=-0.1)
+    # at finite T the boundary -1/(T-1) is accepted and every output norm is positive; beyond it refused
+    with pytest.raises(ValueError, match=r"-1/\(T-1\)"):
+        th.block_map(1, -0.2, beta=0.5, T=8)
+    grid = [(q, q * r, beta, a, norm) for q in (0.5, 2.0) for r in (-1 / 7, -0.1, 0.5) for beta in (0.5, 3.0)
+            for a in (0.0, 1.0) for norm in ("pre", "none")]
+    for q, p, beta, a, norm in grid:
+        qn, pn = th.block_map(q, p, beta=beta, alpha_sa=a, sigma_w2=0.0, norm=norm, T=8)
+        assert qn > 0 and abs(pn) <= qn * (1 + 1e-12), (q, p, beta, a, norm, qn, pn)
+
+
+def test_maps_return_named_results():
+    out = th.block_map(1.0, 0.2, beta=0.5)
+    assert isinstance(out, sp.Overlaps) and out.cosine == pytest.approx(out.p / out.q)
+    traj = th.iterate_block_map(1.0, 0.2, 4, beta=0.5)
+    q, p = traj                                                  # unpacking keeps working
+    assert isinstance(traj, sp.BlockTrajectory) and np.allclose(traj.cosine, p / q) and traj.cosine.shape == (5,)
+    curve = th.cosine_vs_depth(4, beta=0.5, rho0=0.2)
+    np.testing.assert_allclose(curve.rho, traj.cosine, rtol=1e-12)

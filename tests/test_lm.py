@@ -1,6 +1,7 @@
 """Tests for sigprop.models._lm: the small trainable language model and its training loop."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -100,3 +101,39 @@ def test_threads_for_small_work_only():
     assert torch.get_num_threads() == 2
     with sp.threads_for(1e12):
         assert torch.get_num_threads() == 2
+
+
+def test_tiny_lm_runs_the_block_network():
+    # one transformer implementation: TinyLM's blocks are sp.transformer_forward on its parameters (LMConfig.block)
+    c = _config(norm="pre", causal=True, out_proj=True, d_ff=12)
+    m = sp.TinyLM(c, generator=4).double()
+    tok = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        x = (m.emb[tok] + m.pos)[None]
+        h = sp.transformer_forward(x, m.blocks(), c.block)[-1, 0]
+        assert torch.allclose(m(tok), h @ m.head.T + m.head_b, rtol=0, atol=1e-12)
+    assert c.block == sp.BlockConfig(d=8, heads=2, d_ff=12, norm="pre", causal=True, sigma_qk2=1 / 8, sigma_v2=1.0,
+                                     sigma_w2=1.0, sigma_w2_out=1.0, sigma_o2=1.0)
+
+
+def test_tiny_lm_draws_are_unchanged():
+    # the chapters' records depend on TinyLM's draw order: emb, pos, w_q, w_k, w_v, w_o, w1, w2, head from one generator
+    c = _config(out_proj=True, gain=0.5)
+    m = sp.TinyLM(c, generator=5)
+    g = torch.Generator().manual_seed(5)
+    want = {"emb": torch.randn(7, 8, generator=g), "pos": 0.02 * torch.randn(6, 8, generator=g)}
+    for name, shape in (("w_q", (2, 2, 4, 8)), ("w_k", (2, 2, 4, 8)), ("w_v", (2, 2, 4, 8)), ("w_o", (2, 8, 8)),
+                        ("w1", (2, 8, 8)), ("w2", (2, 8, 8)), ("head", (7, 8))):
+        want[name] = 0.5 / math.sqrt(shape[-1]) * torch.randn(*shape, generator=g)
+    for name, value in want.items():
+        assert torch.equal(getattr(m, name).detach(), value), name
+
+
+def test_lm_config_validates_block_fields_through_block_config():
+    # the block fields are checked once, by BlockConfig (same messages), and stored as validated
+    c = sp.LMConfig(vocab=4, T=4, d=np.int64(8), heads=2)
+    assert type(c.d) is int and c.block.d == 8
+    with pytest.raises(ValueError, match="d must be divisible by heads"):
+        sp.LMConfig(vocab=4, T=4, d=6, heads=4)
+    with pytest.raises(TypeError, match="ln_center must be True or False"):
+        sp.LMConfig(vocab=4, T=4, d=8, ln_center="yes")

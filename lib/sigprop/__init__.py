@@ -52,11 +52,14 @@ from .attention._layer import (
 )
 from .attention._ipr import mc_attention_ipr as mc_attention_ipr, ipr_finite_width as ipr_finite_width
 from .attention._query_gradient import query_jacobian_norm as query_jacobian_norm, query_grad_norm_mc as query_grad_norm_mc
+from .block._config import BlockConfig as BlockConfig
 from .block._network import (
-    BlockConfig as BlockConfig, TransformerParams as TransformerParams, sample_transformer as sample_transformer,
-    transformer_forward as transformer_forward, mc_cosine_vs_depth as mc_cosine_vs_depth,
+    TransformerParams as TransformerParams, sample_transformer as sample_transformer,
+    transformer_forward as transformer_forward,
 )
-from .block._gram import GramTrajectory as GramTrajectory
+from .block._depth import CosineCurve as CosineCurve, mc_cosine_vs_depth as mc_cosine_vs_depth
+from .block._map import Overlaps as Overlaps, BlockTrajectory as BlockTrajectory
+from .block._gram import GramTrajectory as GramTrajectory, GramStep as GramStep
 from .block._trainability import (
     TrainabilityDiagram as TrainabilityDiagram, TRAINABLE as TRAINABLE, RANK_COLLAPSE as RANK_COLLAPSE,
     ENTROPY_COLLAPSE as ENTROPY_COLLAPSE, PHASE_NAMES as PHASE_NAMES,
@@ -112,7 +115,8 @@ __all__ = [
     "load_text_corpus", "mc_cross_overlap", "mc_rem_moments", "self_attention", "layer_norm",
     "attention_weights", "sample_scores", "attention_layer_mc", "AttentionLayerStats", "mc_attention_ipr",
     "ipr_finite_width", "query_jacobian_norm", "query_grad_norm_mc", "BlockConfig", "TransformerParams",
-    "sample_transformer", "transformer_forward", "mc_cosine_vs_depth", "GramTrajectory", "TrainabilityDiagram",
+    "sample_transformer", "transformer_forward", "mc_cosine_vs_depth", "CosineCurve", "Overlaps",
+    "BlockTrajectory", "GramTrajectory", "GramStep", "TrainabilityDiagram",
     "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm",
     "masked_lm_init", "LMConfig", "TinyLM", "fit", "probe", "ProbeResult", "read_init", "reinitialise",
     "ModelInit", "gram_sum", "uniform_self_attention", "ratio_correlation", "fit_power_law",

@@ -17,6 +17,9 @@ __all__ = [
     "AGHAJANYAN_SEC8_SEED",
     "BAO_FIG5",
     "NOCI_APP_C1",
+    "LLAMA_BLOCK",
+    "QWEN2_BLOCK",
+    "GPT_NEOX_BLOCK",
 ]
 
 #: Giorlandino & Goldt 2025, App. C.1 (Figs. 1(c)-(e), 2, 4): block variances of every deep-transformer
@@ -43,3 +46,20 @@ BAO_FIG5 = MappingProxyType(dict(d=128, T=40, means=(0.0, 0.05, 0.2, 0.5), scale
 #: encoder of width 16, one head, ReLU feed-forward of width 16, Adam(0.9, 0.999) at learning rate 0.01,
 #: batches of 64 fresh sequences. For :class:`sigprop.LMConfig` and the chapter's training page.
 NOCI_APP_C1 = MappingProxyType(dict(T=20, vocab=10, d=16, depth=5, heads=1, d_ff=16, lr=0.01, batch=64))
+
+#: The block architecture of Llama (Touvron et al. 2023; HF ``LlamaConfig`` defaults, also Mistral): pre-RMSNorm,
+#: causal, rotary embeddings (theta 10^4, every dimension), SwiGLU MLP, an output projection; no biases. Widths,
+#: heads (``kv_heads`` for grouped-query models) and variances come from the model (``sp.read_init``). For
+#: :class:`sigprop.BlockConfig`.
+LLAMA_BLOCK = MappingProxyType(dict(norm="pre", ln_center=False, causal=True, positions="rope", rope_theta=10000.0,
+                                    activation="silu", gated=True))
+
+#: Qwen2 (HF ``Qwen2Config``): Llama's block with query/key/value biases (``sigma_bqk2``, ``sigma_bv2``; HF
+#: initialises them at zero) and rope_theta 10^4 by default.
+QWEN2_BLOCK = LLAMA_BLOCK
+
+#: GPT-NeoX (Black et al. 2022; HF ``GPTNeoXConfig`` defaults, Pythia): parallel residuals
+#: ``x + SA(LN x) + MLP(LN' x)``, centred LayerNorm, rotary embeddings on a quarter of each head
+#: (``rotary_pct = 0.25``), exact GELU, causal, biases everywhere (zero at initialisation).
+GPT_NEOX_BLOCK = MappingProxyType(dict(norm="pre", parallel=True, ln_center=True, causal=True, positions="rope",
+                                       rope_theta=10000.0, rope_fraction=0.25, activation="gelu"))

@@ -24,9 +24,9 @@ from .block._map import (
 from .block._gram import (
     gram_block_map as gram_block_map, iterate_gram_map as iterate_gram_map, causal_ipr as causal_ipr,
 )
+from .block._depth import cosine_vs_depth as cosine_vs_depth
 from .block._trainability import (
-    trainability_diagram as trainability_diagram, cosine_vs_depth as cosine_vs_depth,
-    critical_alpha_sa as critical_alpha_sa,
+    trainability_diagram as trainability_diagram, critical_alpha_sa as critical_alpha_sa,
 )
 from .attention._uniform import (
     uniform_gram_sum as uniform_gram_sum, uniform_sq_norm as uniform_sq_norm,

@@ -1,6 +1,6 @@
 r"""Trainability diagrams over ``(beta, alpha_SA)`` (Giorlandino & Goldt 2025, Fig. 1(c), Sec. 3).
 
-Iterate the block map (:func:`sigprop.theory.iterate_block_map`, Algorithms 1-3) over a
+Iterate the block map (:func:`sigprop.theory.cosine_vs_depth`, Algorithms 1-3) over a
 whole grid at once and classify every point by two collapse criteria:
 
 * **entropy collapse** -- some attention layer is in the condensed (localised) phase of the
@@ -24,12 +24,11 @@ import dataclasses
 
 import numpy as np
 
-from ._map import _REALS, _checked, _one_block, _parameters
-from ..attention import ipr_limit
+from ._depth import cosine_vs_depth
 from ..stats._validate import check_int, check_positive, check_range, check_real
 
 __all__ = ["TrainabilityDiagram", "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES"]
-__theory__ = ["trainability_diagram", "cosine_vs_depth", "critical_alpha_sa"]
+__theory__ = ["trainability_diagram", "critical_alpha_sa"]
 
 TRAINABLE, RANK_COLLAPSE, ENTROPY_COLLAPSE = 0, 1, 2
 PHASE_NAMES = {TRAINABLE: "trainable", RANK_COLLAPSE: "rank collapse", ENTROPY_COLLAPSE: "entropy collapse"}
@@ -51,42 +50,6 @@ class TrainabilityDiagram:
     def fraction(self, phase: int) -> float:
         """Fraction of grid points in ``phase``."""
         return float(np.mean(self.phase == phase))
-
-
-def cosine_vs_depth(depth, *, beta, alpha_sa=1.0, rho0=0.0, q0=1.0, **kwargs):
-    """``(rho, y2)`` of shape ``(depth + 1, *broadcast)``: the cosine after each block (row 0: the input) and
-    the IPR (T -> infinity) of an attention layer acting on those tokens: ``y2[l]`` is that of block ``l + 1``'s
-    attention, and ``y2[depth]`` that of one more block's.
-
-    Keyword arguments as in :func:`sigprop.theory.block_map` (``alpha_mlp, sigma_w2, sigma_b2,
-    sigma_v2, norm, gain_control, activation``), all broadcasting.
-    """
-    depth = check_int(depth, "depth", minimum=0)
-    r0 = check_range(rho0, "rho0", -1.0, 1.0)
-    qa = check_positive(q0, "q0")
-    b = np.asarray(check_positive(beta, "beta"), dtype=float)
-    a = np.asarray(check_positive(alpha_sa, "alpha_sa", allow_zero=True), dtype=float)
-    P = _parameters(None, None, dict(kwargs, beta=b, alpha_sa=a))   # validates every keyword
-    norm = P["norm"]
-    try:
-        shape = np.broadcast_shapes(*(np.shape(P[k]) for k in _REALS + ("beta",)), r0.shape, qa.shape)
-    except ValueError:
-        raise ValueError("beta, alpha_sa, rho0, q0 and the block parameters must broadcast against each other; got "
-                         f"shapes beta {np.shape(b)}, alpha_sa {np.shape(a)}, rho0 {r0.shape}, q0 {qa.shape}") from None
-    P.update({k: np.broadcast_to(P[k], shape).astype(float) for k in _REALS + ("beta",)})
-    q = np.broadcast_to(qa, shape).copy()
-    p = np.broadcast_to(r0 * qa, shape).copy()
-    rho = np.empty((depth + 1,) + shape)
-    y2 = np.empty((depth + 1,) + shape)
-    bb = np.broadcast_to(b, shape)
-    for l in range(depth + 1):
-        rho[l] = p / q
-        # REM at the attention input: LN'd tokens (q = 1, p = rho) for post/pre, raw for "none"
-        y2[l] = ipr_limit(bb, q, p, 2.0) if norm == "none" else ipr_limit(bb, np.ones(shape), p / q, 2.0)
-        if l < depth:
-            q, p = _checked(_one_block(q, p, P, None), l + 1, norm)
-            q, p = np.broadcast_to(q, shape), np.broadcast_to(p, shape)
-    return rho, y2
 
 
 def trainability_diagram(beta, alpha_sa, *, depth, rank_threshold=0.99, entropy_threshold=0.0,

@@ -11,14 +11,16 @@ Carlo; the training pages need an ordinary ``nn.Module`` with embeddings, a read
   (so ``W_QK = W_Q^T W_K``), an output projection and affine LayerNorm;
 * Aghajanyan 2025 (values after training): pre-LN causal blocks with ``d_k != d`` and a final LN.
 
-One block (the notation of ``sigprop.block._network``; ``f`` is attention then the MLP)::
+Its blocks are the random transformer's (one implementation): :class:`LMConfig` holds the
+:class:`~sigprop.BlockConfig` of its blocks (``.block``) and :class:`TinyLM`'s parameters are the weights of a
+one-network :class:`~sigprop.TransformerParams`, run by the block network's forward (``sigprop.block``)::
 
     post:  x <- LN(x + branch f(x))      pre:  x <- x + branch f(LN x)      none:  x <- x + branch f(x)
 
-Attention ``A = softmax(tau (W_Q x).(W_K x) / sqrt(d_k))`` (causal optional) with the precision policy of
-:func:`sigprop.attention_weights`; values ``W_V x``, optionally projected by ``W_O``; MLP
-``W_2 relu(W_1 x + b_1) + b_2``. Every weight matrix is drawn from ``N(0, gain^2 / fan_in)`` with an
-explicit generator (no global RNG); biases start at zero. ``forward(tokens, record=True)`` also
+Attention ``A = softmax(tau (W_Q x).(W_K x) / sqrt(d_k))`` (causal optional); values ``W_V x``, optionally
+projected by ``W_O``; MLP ``W_2 relu(W_1 x + b_1) + b_2``. Every weight matrix is drawn from ``N(0, gain^2 /
+fan_in)`` with an explicit generator (no global RNG) in its own order (the chapters' records depend on it);
+biases start at zero. ``forward(tokens, record=True)`` also
 returns, per layer, the attention weights, their logits and the values, for the pages' measurements.
 
 :func:`fit` trains any such model on batches from a sampler, with an optional penalty (e.g.
@@ -36,9 +38,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..attention import mix_values, normalise_tokens
-from ..stats._config import _work_dtype
-from ..block import Norm
+from ..block import BlockConfig, TransformerParams, apply_block, normalisation
 from ..stats._config import threads_for
 from ..stats._random import as_generator
 from ..stats._validate import check_flag, check_int, check_option, check_real
@@ -51,9 +51,20 @@ class _Positions(str, enum.Enum):
     SINUSOIDAL = "sinusoidal"
 
 
+#: The fields of :class:`LMConfig` that describe its blocks; they are validated (and stored) by the
+#: :class:`~sigprop.BlockConfig` the LM config holds as ``.block``.
+_BLOCK_FIELDS = ("d", "heads", "d_k", "d_ff", "norm", "causal", "ln_center")
+
+
 @dataclasses.dataclass(frozen=True)
 class LMConfig:
-    """Architecture and initialisation of :class:`TinyLM` (see the module docstring)."""
+    """Architecture and initialisation of :class:`TinyLM` (see the module docstring).
+
+    ``block`` (derived, not an argument) is the :class:`~sigprop.BlockConfig` of its blocks: the same width,
+    heads, norm placement, mask and centring, branch weights ``branch``, weight variances ``gain^2 / fan_in``
+    (``sigma_qk2 = gain^2 / d``, ``sigma_v2 = sigma_w2 = sigma_w2_out = gain^2``, ``sigma_o2 = gain^2`` with
+    ``out_proj``) and zero biases; the block fields are validated there.
+    """
 
     vocab: int
     T: int
@@ -74,32 +85,34 @@ class LMConfig:
     emb_std: float = 1.0
     pos_std: float = 0.02
     gain: float = 1.0               # weights N(0, gain^2 / fan_in); 1/sqrt(3) matches torch's default variance
+    block: BlockConfig = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         def put(name, value):
             object.__setattr__(self, name, value)
 
-        for name in ("vocab", "T", "d", "depth", "heads"):
+        for name in ("vocab", "T", "depth"):
             put(name, check_int(getattr(self, name), name, minimum=1))
-        if self.d % self.heads:
-            raise ValueError(f"d must be divisible by heads; got d={self.d}, heads={self.heads}")
-        for name in ("d_k", "d_ff"):
-            if getattr(self, name) is not None:
-                put(name, check_int(getattr(self, name), name, minimum=1))
-        put("norm", check_option(self.norm, Norm, "norm").value)
         put("positions", check_option(self.positions, _Positions, "positions").value)
-        for name in ("causal", "out_proj", "final_norm", "ln_center", "ln_affine", "mlp_bias"):
+        for name in ("out_proj", "final_norm", "ln_affine", "mlp_bias"):
             put(name, check_flag(getattr(self, name), name))
         for name in ("branch", "emb_std", "pos_std", "gain"):
             put(name, check_real(getattr(self, name), name, minimum=0.0))
+        block = BlockConfig(**{k: getattr(self, k) for k in _BLOCK_FIELDS}, branch_sa=self.branch,
+                            branch_mlp=self.branch, sigma_v2=self.gain**2, sigma_w2=self.gain**2,
+                            sigma_w2_out=self.gain**2, sigma_o2=self.gain**2 if self.out_proj else None)
+        block = dataclasses.replace(block, sigma_qk2=self.gain**2 / block.d)
+        for k in _BLOCK_FIELDS:
+            put(k, getattr(block, k))
+        put("block", block)
 
     @property
     def head_dim(self) -> int:
-        return self.d_k if self.d_k is not None else self.d // self.heads
+        return self.block.head_dim
 
     @property
     def hidden(self) -> int:
-        return self.d_ff if self.d_ff is not None else self.d
+        return self.block.hidden
 
 
 def sinusoidal_positions(T: int, d: int) -> torch.Tensor:
@@ -115,9 +128,11 @@ def sinusoidal_positions(T: int, d: int) -> torch.Tensor:
 class TinyLM(torch.nn.Module):
     """A small transformer language model (``LMConfig``); parameters drawn from ``generator``.
 
-    Parameters (leading axis ``depth``): ``w_q, w_k (L, H, d_k, d)``, ``w_v (L, H, d/H, d)``,
-    ``w_o (L, d, d)`` (if ``out_proj``), ``w1 (L, d_ff, d)``, ``b1``, ``w2 (L, d, d_ff)``, ``b2``, LN gains and
-    biases (if ``ln_affine``), ``emb (vocab, d)``, ``pos (T, d)`` (learned) and ``head (vocab, d)``, ``head_b``.
+    Embedding, the blocks of :func:`sigprop.transformer_forward` (one network: its weights are this module's
+    parameters, its forward is :func:`sigprop.block.apply_block`), and a read-out. Parameters (leading axis
+    ``depth``): ``w_q, w_k (L, H, d_k, d)``, ``w_v (L, H, d/H, d)``, ``w_o (L, d, d)`` (if ``out_proj``),
+    ``w1 (L, d_ff, d)``, ``b1``, ``w2 (L, d, d_ff)``, ``b2``, LN gains and biases ``(L, 2, d)`` (if
+    ``ln_affine``), ``emb (vocab, d)``, ``pos (T, d)`` (learned) and ``head (vocab, d)``, ``head_b``.
     """
 
     def __init__(self, config: LMConfig, *, generator=None):
@@ -134,6 +149,7 @@ class TinyLM(torch.nn.Module):
         def zeros(*shape):
             return torch.nn.Parameter(torch.zeros(*shape, device=g.device))
 
+        # draw order (emb, pos, w_q, w_k, w_v, w_o, w1, w2, head) fixed: a seed gives the same network as before
         self.emb = torch.nn.Parameter(c.emb_std * torch.randn(c.vocab, d, generator=g, device=g.device))
         if c.positions == "learned":
             self.pos = torch.nn.Parameter(c.pos_std * torch.randn(c.T, d, generator=g, device=g.device))
@@ -148,30 +164,18 @@ class TinyLM(torch.nn.Module):
             self.final_gain, self.final_bias = torch.nn.Parameter(torch.ones(d, device=g.device)), zeros(d)
         self.head, self.head_b = weight(c.vocab, d), zeros(c.vocab)
 
-    def _ln(self, x, l=None, k=0):
-        y = normalise_tokens(x, self.config.ln_center)
-        if self.config.ln_affine:
-            gain, bias = (self.final_gain, self.final_bias) if l is None else (self.ln_gain[l, k], self.ln_bias[l, k])
-            y = y * gain + bias
-        return y
-
-    def _attention(self, x, l, tau, rec):
+    def blocks(self) -> TransformerParams:
+        """The blocks' weights as a one-network :class:`~sigprop.TransformerParams` (views of the parameters)."""
         c = self.config
-        q = torch.einsum("btd,hkd->bhtk", x, self.w_q[l])
-        k = torch.einsum("btd,hkd->bhtk", x, self.w_k[l])
-        v = torch.einsum("btd,hkd->bhtk", x, self.w_v[l])
-        work = _work_dtype(q.dtype)
-        scale = tau / math.sqrt(c.head_dim)
-        scores = q.to(work) @ k.to(work).transpose(-1, -2)
-        out, A = mix_values(scores, v, scale=scale, causal=c.causal, gain_control=False)
-        if rec is not None:
-            rec.append(dict(attention=A, logits=scale * scores, values=v))
-        out = out.transpose(1, 2).flatten(-2)  # (B, T, d)
-        return out @ self.w_o[l].T if c.out_proj else out
-
-    def _mlp(self, x, l):
-        h = x @ self.w1[l].T + (0 if self.b1 is None else self.b1[l])
-        return torch.relu(h) @ self.w2[l].T + (0 if self.b2 is None else self.b2[l])
+        opt = dict(w_o=self.w_o, b1=self.b1, b2=self.b2)
+        if c.ln_affine:
+            opt.update(ln_gain=self.ln_gain, ln_bias=self.ln_bias)
+        like = self.w1
+        if self.b1 is None:
+            opt.update(b1=like.new_zeros(c.depth, c.hidden), b2=like.new_zeros(c.depth, c.d))
+        present = {k: v[None] for k, v in opt.items() if v is not None}
+        return TransformerParams(w_q=self.w_q[None], w_k=self.w_k[None], w_v=self.w_v[None], w1=self.w1[None],
+                                 w2=self.w2[None], **present)
 
     def forward(self, tokens: torch.Tensor, *, tau: float = 1.0, record: bool = False):
         """``tokens (B, T')`` with ``T' <= T`` -> logits ``(B, T', vocab)``; with ``record`` also a list, per
@@ -179,20 +183,18 @@ class TinyLM(torch.nn.Module):
         c = self.config
         if tokens.ndim != 2 or tokens.shape[1] > c.T:
             raise ValueError(f"tokens must have shape (batch, T') with T' <= T={c.T}; got {tuple(tokens.shape)}")
-        x = self.emb[tokens] + self.pos[: tokens.shape[1]]
-        rec = [] if record else None
+        x = (self.emb[tokens] + self.pos[: tokens.shape[1]])[None]       # (1, B, T', d): one network
+        params, rec = self.blocks(), ([] if record else None)
         for l in range(c.depth):
-            for k, branch in enumerate((lambda y: self._attention(y, l, tau, rec), lambda y: self._mlp(y, l))):
-                if c.norm == "post":
-                    x = self._ln(x + c.branch * branch(x), l, k)
-                elif c.norm == "pre":
-                    x = x + c.branch * branch(self._ln(x, l, k))
-                else:
-                    x = x + c.branch * branch(x)
+            x = apply_block(x, params, c.block, l, rec, tau=tau)
+        x = x[0]
         if c.final_norm:
-            x = self._ln(x)
+            norm = normalisation(c.block)
+            x = norm.forward(x, self.final_gain, self.final_bias) if c.ln_affine else norm.forward(x)
         logits = x @ self.head.T + self.head_b
-        return (logits, rec) if record else logits
+        if not record:
+            return logits
+        return logits, [{k: v[0] for k, v in r.items()} for r in rec]
 
     def work(self, batch: int) -> int:
         """Multiply-adds of the largest matrix product of one forward pass on ``batch`` sequences."""

@@ -43,7 +43,16 @@ from ..stats._validate import check_int, check_positive, check_range
 
 __all__ = ["TrainingRun", "train_masked_lm", "masked_lm_init"]
 
+#: The weights every masked-LM network trains (the documents' block: ``b_1, b_2`` even when drawn as zeros);
+#: the optional parts of a :class:`~sigprop.BlockConfig` train only where the config has them (:func:`_trained`).
 _WEIGHTS = ("w_q", "w_k", "w_v", "w1", "b1", "w2", "b2")
+
+
+def _trained(config: BlockConfig) -> tuple[str, ...]:
+    optional = (("w_o", config.has_out_proj), ("b_v", config.sigma_bv2 > 0), ("b_o", config.sigma_bo2 > 0),
+                ("w3", config.gated), ("b3", config.gated), ("b_q", config.sigma_bqk2 > 0),
+                ("b_k", config.sigma_bqk2 > 0))
+    return _WEIGHTS + tuple(name for name, present in optional if present)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,19 +107,20 @@ def masked_lm_init(config: BlockConfig, depth: int, vocab: int, T: int, *, seeds
     def normal(std, *shape):
         return std * torch.randn(seeds, *shape, generator=g, device=device, dtype=dtype)
 
-    params = {name: getattr(blocks, name) for name in _WEIGHTS}
+    params = {name: getattr(blocks, name) for name in _trained(config)}
     params.update(emb=normal(math.sqrt(0.5), vocab + 1, d), pos=normal(math.sqrt(0.5), T, d),
                   w_out=normal(1 / math.sqrt(d), d, vocab), b_out=torch.zeros(seeds, vocab, device=device, dtype=dtype))
     return {k: v.requires_grad_() for k, v in params.items()}
 
 
-def _encode(params, config, inputs, attention=None):
-    """``inputs (b, T)`` -> logits ``(seeds, b, T, vocab)`` and the last block's output ``(seeds, b, T, d)``."""
-    blocks = TransformerParams(**{name: params[name] for name in _WEIGHTS})
+def _encode(params, config, inputs, record=None):
+    """``inputs (b, T)`` -> logits ``(seeds, b, T, vocab)`` and every block's output ``(seeds, b, T, d)``;
+    ``record`` receives each block's attention record (``sigprop.block.apply_block``)."""
+    blocks = TransformerParams(**{name: params[name] for name in _trained(config)})
     x = params["emb"][:, inputs] + params["pos"][:, None, : inputs.shape[1]]   # (seeds, b, T, d)
     layers = [x]
     for l in range(blocks.depth):
-        x = apply_block(x, blocks, config, l, attention)
+        x = apply_block(x, blocks, config, l, record)
         layers.append(x)
     logits = torch.einsum("nbtd,ndv->nbtv", x, params["w_out"]) + params["b_out"][:, None, None]
     return logits, layers
@@ -122,6 +132,17 @@ def _masked_ce(logits, targets, mask):
     picked = logits[:, mask]                                                 # (seeds, m, vocab)
     ce = F.cross_entropy(picked.reshape(-1, picked.shape[-1]), targets[mask].repeat(n), reduction="none")
     return ce.view(n, -1).mean(1)
+
+
+@torch.no_grad()
+def _evaluate(params, config, inputs, targets, mask):
+    """Per network: held-out masked-token loss, attention entropy (mean over layers, heads, queries) and the mean
+    cosine after each block ``(depth + 1, seeds)``, as numpy arrays."""
+    record = []
+    logits, layers = _encode(params, config, inputs, record)
+    cos = torch.stack([mean_cosine(x.double()).mean(1) for x in layers])          # (depth + 1, seeds)
+    ent = torch.stack([attention_entropy(r["attention"].double()).mean((1, 2, 3)) for r in record]).mean(0)
+    return _masked_ce(logits, targets, mask).cpu().numpy(), ent.cpu().numpy(), cos.cpu().numpy()
 
 
 def _clip_per_network(params, max_norm):
@@ -179,17 +200,11 @@ def train_masked_lm(config: BlockConfig, depth: int, task: MaskedTask, *, seeds:
     with threads_for(work):
         for step in range(last + 1):
             if step % eval_every == 0 or step == last:
-                with torch.no_grad():
-                    weights = []
-                    logits, layers = _encode(params, config, ev_in, weights)
-                    cos = torch.stack([mean_cosine(x.double()).mean(1) for x in layers])   # (depth + 1, seeds)
-                    if init_cosine is None:
-                        init_cosine = cos.cpu().numpy()
-                    ent = torch.stack([attention_entropy(A.double()).mean((1, 2, 3)) for A in weights]).mean(0)
-                    record["steps"].append(step)
-                    record["eval_loss"].append(_masked_ce(logits, ev_tgt, ev_mask).cpu().numpy())
-                    record["attention_entropy"].append(ent.cpu().numpy())
-                    record["top_cosine"].append(cos[-1].cpu().numpy())
+                loss, ent, cos = _evaluate(params, config, ev_in, ev_tgt, ev_mask)
+                init_cosine = cos if init_cosine is None else init_cosine
+                for key, value in (("steps", step), ("eval_loss", loss), ("attention_entropy", ent),
+                                   ("top_cosine", cos[-1])):
+                    record[key].append(value)
             if step == last:
                 break
             inputs, targets, mask = (t.to(device) for t in task.sample(batch, generator=data_g))

@@ -1,0 +1,152 @@
+r"""The attention part of a block: its forward (random network) and its Gaussian maps, side by side.
+
+Forward (:func:`attention_forward`), tokens ``x (n, b, T, d)``, head ``h`` of ``heads``, key/value group
+``g(h) = h // (heads / kv_heads)`` (grouped-query attention; HF's ``repeat_kv``)::
+
+    Q_h = W_Q^h x + b_Q^h,  K_g = W_K^g x + b_K^g,  V_g = W_V^g x + b_V^g
+    (RoPE)  Q_h, K_g <- R_t Q_h, R_s K_g on the first int(d_k rope_fraction) dimensions
+    A_h = softmax(logit_scale Q_h K_g(h)^T)        (causal mask; >= float32, sigprop.attention_weights)
+    SA(x) = W_O concat_h(A_h V_g(h)) + b_O         (values centred along the sequence with gain control)
+
+RoPE (Su et al. 2021) in HuggingFace's convention: dimension ``i < r/2`` is paired with ``i + r/2``
+(``rotate_half``) and turned by ``t theta^(-2i/r)`` at position ``t``; the angles are computed in float32
+exactly as ``transformers`` computes them (so this forward equals a HF Llama's on the same weights to
+rounding, in float64 too).
+
+Maps. Giorlandino & Goldt 2025 (App. B.2.3, B.6.1, Eqs. (23), (34)): ``q_SA = sigma_v2 (p + (q-p) Y2)``,
+``p_SA = sigma_v2 (p + (q-p) Y_p)`` (``sigprop.attention``'s ``attention_map_kernel``: T -> infinity or
+exact finite T), then ``W_O`` multiplies by ``sigma_o2`` and the biases add ``sigma_bv2`` (carried by every
+row, which sums to one; removed by gain control) and ``sigma_bo2``. Parts beyond the documents:
+
+* **grouped-query heads** do not enter the mean map: each head's output moments are those of one head with
+  its own keys and values; sharing them correlates heads, which changes fluctuations only
+  (``tests/test_components.py`` measures both);
+* **query/key biases** (Qwen2): the key bias adds one logit to a whole row (softmax-invariant); the query
+  bias adds ``b_Q . W_K x_s``, so the logits of row ``t`` have the covariance of tokens with overlaps
+  ``(q + e, p + e)``, ``e = sigma_bqk2 / (sigma_qk2 d)`` (:attr:`sigprop.BlockConfig.qk_bias`): ``Y2, Y_p`` are
+  the REM's at ``(q + e, p + e)`` while the values keep ``(q, p)``;
+* **RoPE**: the logits of one query are no longer exchangeable across keys (the shared component is rotated
+  by position-dependent angles); its map is not implemented, and the maps refuse ``positions="rope"``.
+
+The Gram-matrix map (:func:`attention_gram`) averages ``A H A^T`` over logits ``a = sigma_a L_Q Z L^T``
+(``L L^T = H``, ``L_Q L_Q^T = H + e``) by Monte Carlo over ``Z`` (see ``sigprop.block._gram``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..attention import attention_map_kernel, attention_weights
+from ..stats._config import _work_dtype
+from ._components import linear
+
+__all__: list[str] = []
+
+
+def rope_tables(T: int, rot: int, theta: float, device, dtype):
+    """``cos, sin (T, rot)`` of HF's rotary embedding (angles in float32 as ``transformers`` computes them)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rot, 2, dtype=torch.int64, device=device).float() / rot))
+    angles = torch.arange(T, device=device).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat([angles, angles], -1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate the first ``cos.shape[-1]`` dimensions of ``x (..., T, d_k)`` (HF ``apply_rotary_pos_emb``)."""
+    rot = cos.shape[-1]
+    xr, xp = x[..., :rot], x[..., rot:]
+    x1, x2 = xr[..., : rot // 2], xr[..., rot // 2:]
+    out = xr * cos + torch.cat([-x2, x1], -1) * sin
+    return torch.cat([out, xp], -1) if xp.shape[-1] else out
+
+
+def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
+    """Self-attention of block ``l`` on ``x (n, b, T, d)`` -> ``(n, b, T, d)``.
+
+    ``record``: a list to which ``dict(attention (n, b, H, T, T), logits, values (n, b, G, T, d_v))`` is
+    appended; ``tau`` multiplies the logit scale (Noci et al. 2022, Eq. (19)); ``inplace`` skips all-zero
+    biases (the fast kernel; no autograd)."""
+    n, b, T, d = x.shape
+    H, G, dk, dv = c.heads, c.group_count, c.head_dim, c.value_dim
+    w = torch.cat([p.w_q[:, l].reshape(n, H * dk, d), p.w_k[:, l].reshape(n, G * dk, d),
+                   p.w_v[:, l].reshape(n, G * dv, d)], 1)
+    bias = torch.cat([p.b_q[:, l].reshape(n, H * dk), p.b_k[:, l].reshape(n, G * dk), p.b_v[:, l].reshape(n, G * dv)], 1)
+    q, k, v = linear(x, w, bias, skip_zero_bias=inplace).split([H * dk, G * dk, G * dv], -1)
+    q = q.unflatten(-1, (G, H // G, dk)).permute(0, 1, 3, 4, 2, 5)   # (n, b, G, H/G, T, dk)
+    k = k.unflatten(-1, (G, 1, dk)).permute(0, 1, 3, 4, 2, 5)        # (n, b, G, 1, T, dk)
+    v = v.unflatten(-1, (G, 1, dv)).permute(0, 1, 3, 4, 2, 5)        # (n, b, G, 1, T, dv)
+    if c.positions == "rope":
+        cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, x.device, q.dtype)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    work = _work_dtype(q.dtype)   # logits accumulate in >= float32
+    scores = q.to(work) @ k.to(work).transpose(-1, -2)               # (n, b, G, H/G, T, T)
+    scale = c.scale * tau
+    A = attention_weights(scores, scale=scale, causal=c.causal).to(v.dtype)
+    if c.gain_control:
+        v = v - v.mean(-2, keepdim=True)
+    o = (A @ v).flatten(2, 3)                                        # (n, b, H, T, dv): head h = g H/G + j
+    if record is not None:
+        record.append(dict(attention=A.flatten(2, 3), logits=scale * scores.flatten(2, 3), values=v.squeeze(3)))
+    o = o.transpose(2, 3).reshape(n, b, T, H * dv)
+    if c.has_out_proj:
+        return linear(o, p.w_o[:, l], p.b_o[:, l], skip_zero_bias=inplace)
+    if inplace and not bool(p.b_o[:, l].any()):
+        return o
+    return o + p.b_o[:, l, None, None, :]
+
+
+def attention_overlaps(q, p, P, T):
+    """Attention map ``(q, p) -> (q_SA, p_SA)`` of the module docstring on broadcast arrays; ``P`` holds ``beta,
+    sigma_v2, gain_control, cross_overlap, qk_bias, sigma_o2, sigma_bv2, sigma_bo2``; ``T`` None = T -> infinity."""
+    e, gc = P["qk_bias"], P["gain_control"]
+    kw = dict(T=T, cross=P["cross_overlap"])
+    if not np.any(e):
+        qa, pa = attention_map_kernel(q, p, P["beta"], P["sigma_v2"], gc, **kw)
+    else:
+        # REM moments at the query-biased overlaps (q + e, p + e), values at (q, p); the gain-control form
+        # returns (q - p)(Y - 1/T) without the value mean, so nothing cancels
+        yq, yp = attention_map_kernel(q + e, p + e, P["beta"], 1.0, True, **kw)
+        mean = 0.0 if gc else p + (q - p) * (0.0 if T is None else 1.0 / np.asarray(T, dtype=float))
+        qa, pa = P["sigma_v2"] * (mean + yq), P["sigma_v2"] * (mean + yp)
+    bv = 0.0 if gc else P["sigma_bv2"]   # gain control removes the value bias
+    return P["sigma_o2"] * (qa + bv) + P["sigma_bo2"], P["sigma_o2"] * (pa + bv) + P["sigma_bo2"]
+
+
+#: Logit draws per chunk of the Gram map's Monte Carlo (memory: chunk x T x T float64).
+_CHUNK = 256
+
+
+def _factor(H):
+    lam, U = np.linalg.eigh(H)
+    return torch.from_numpy(U * np.sqrt(np.clip(lam, 0.0, None)))   # H = L L^T (PSD part)
+
+
+def attention_gram(H, c, samples: int, g: torch.Generator):
+    """``(sigma_o2 (sigma_v2 E[A H' A^T] + sigma_bv2) + sigma_bo2, E[sum_s A_ts^2])`` for the attention on input
+    Gram ``H (T, T)`` (``H' = C H C`` with gain control), by ``samples`` antithetic logit draws."""
+    T = H.shape[0]
+    sigma_a = float(np.sqrt(c.logit_var))
+    L = _factor(H)
+    Lq = L if c.qk_bias == 0 else _factor(H + c.qk_bias)
+    Hv = H
+    if c.gain_control:
+        C = np.eye(T) - 1.0 / T
+        Hv = C @ H @ C
+    Hv = torch.from_numpy(Hv)
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1) if c.causal else None
+    M = torch.zeros(T, T, dtype=torch.float64)
+    y2 = torch.zeros(T, dtype=torch.float64)
+    done = 0
+    while done < samples:
+        m = min(_CHUNK, samples - done) // 2 * 2
+        Z = torch.randn(m // 2, T, T, generator=g, dtype=torch.float64)
+        a = sigma_a * (Lq @ torch.cat([Z, -Z]) @ L.T)  # antithetic pairs
+        if mask is not None:
+            a = a.masked_fill(mask, float("-inf"))
+        A = torch.softmax(a, dim=-1)
+        M += (A @ Hv @ A.transpose(-1, -2)).sum(0)
+        y2 += A.pow(2).sum(-1).sum(0)
+        done += m
+    bv = 0.0 if c.gain_control else c.sigma_bv2
+    S = c.out_variance * (c.sigma_v2 * (M / done).numpy() + bv) + c.sigma_bo2
+    return S, (y2 / done).numpy()

@@ -1,0 +1,234 @@
+"""The configuration of one random transformer block: :class:`BlockConfig`.
+
+One frozen dataclass drives both descriptions of the block: the random network
+(:func:`sigprop.sample_transformer`, :func:`sigprop.transformer_forward`, ``sigprop.block._network``) and its
+Gaussian maps (:func:`sigprop.theory.block_map`, :func:`sigprop.theory.iterate_gram_map`). Each part it
+names is one component of ``sigprop.block._components`` / ``_attention`` (forward and map side by side).
+
+Fields (the documents' block is the default; off-the-shelf parts are opt-in):
+
+* widths: ``d``, ``heads``, ``d_k`` (query/key width per head, default ``d / heads``), ``d_ff`` (MLP width,
+  default ``d``), ``kv_heads`` (grouped-query attention: heads share keys and values in ``kv_heads`` groups,
+  as HF's ``num_key_value_heads``; 1 = multi-query; default ``heads``);
+* normalisation: ``norm`` placement ``"post" | "pre" | "none"``; ``ln_center`` False = RMS normalisation
+  (the documents' LN, RMSNorm without gain), True = LayerNorm (centred features);
+* residual layout: sequential (default) or ``parallel=True`` (GPT-NeoX, GPT-J; pre-LN only):
+  ``x <- alpha_mlp (alpha_sa x + branch_sa SA(LN x)) + branch_mlp MLP(LN' x)``;
+* attention: ``logit_scale`` (default ``1/sqrt(d_k)``), ``causal``, ``gain_control`` (values centred along
+  the sequence, Giorlandino & Goldt Algorithm 3), ``positions="rope"`` (rotary embeddings, Su et al. 2021,
+  HF's ``rotate_half`` pairing; ``rope_theta``, ``rope_fraction`` = share of each head's query/key
+  dimensions rotated, GPT-NeoX ``rotary_pct``), output projection ``W_O`` (``sigma_o2`` set), biases of
+  values/output (``sigma_bv2``, ``sigma_bo2``) and of queries/keys (``sigma_bqk2``, Qwen2);
+* MLP: ``activation`` (``"relu" | "tanh" | "linear" | "gelu" | "gelu_tanh" | "silu"``), ``gated=True``:
+  ``W_2 (phi(W_1 x + b_1) * (W_3 x + b_3)) + b_2`` (SwiGLU with ``"silu"``, GeGLU with ``"gelu"``), ``mlp``.
+
+Initialisation (zero-mean Gaussians): ``W_Q, W_K`` entries ``sigma_qk2`` (default Xavier, Noci et al. 2022,
+Sec. 3), ``b_Q, b_K`` ``sigma_bqk2``; ``W_V`` ``sigma_v2 / d``; ``W_O`` ``sigma_o2 / d``; ``W_1, W_3``
+``sigma_w2 / d``; ``b_1, b_3`` ``sigma_b2``; ``W_2`` ``sigma_w2_out / d_ff`` (default ``sigma_w2``); ``b_2``
+``sigma_b2_out`` (default ``sigma_b2``). :meth:`BlockConfig.from_beta` sets ``sigma_qk2 = beta sqrt(log T)
+/ d`` (Giorlandino & Goldt 2025, Result 1) and :meth:`BlockConfig.beta` reads ``beta`` back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+
+from ..attention import beta_equivalent, glorot_variance, logit_variance, qk_variance_for_beta
+from ..stats._validate import check_flag, check_int, check_option, check_real, check_seq_len
+from ._components import ACTIVATIONS
+
+__all__ = ["BlockConfig"]
+
+
+class Norm(str, enum.Enum):
+    POST = "post"
+    PRE = "pre"
+    NONE = "none"
+
+
+#: Option strings of ``BlockConfig.activation``: the registry ``sigprop.block._components.ACTIVATIONS``.
+Activation = enum.Enum("Activation", {name.upper(): name for name in ACTIVATIONS}, type=str)
+
+
+class Positions(str, enum.Enum):
+    NONE = "none"
+    ROPE = "rope"
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockConfig:
+    """Architecture and initialisation of one transformer block (see the module docstring)."""
+
+    d: int
+    heads: int = 1
+    d_k: int | None = None
+    d_ff: int | None = None
+    norm: str = "post"
+    alpha_sa: float = 1.0
+    alpha_mlp: float = 1.0
+    branch_sa: float = 1.0
+    branch_mlp: float = 1.0
+    activation: str = "relu"
+    sigma_qk2: float | None = None
+    sigma_v2: float = 1.0
+    sigma_w2: float = 2.0
+    sigma_b2: float = 0.0
+    logit_scale: float | None = None
+    gain_control: bool = False
+    causal: bool = False
+    mlp: bool = True
+    ln_center: bool = False
+    sigma_o2: float | None = None
+    sigma_bv2: float = 0.0
+    sigma_bo2: float = 0.0
+    sigma_w2_out: float | None = None
+    sigma_b2_out: float | None = None
+    gated: bool = False
+    kv_heads: int | None = None
+    positions: str = "none"
+    rope_theta: float = 10000.0
+    rope_fraction: float = 1.0
+    parallel: bool = False
+    sigma_bqk2: float = 0.0
+
+    def __post_init__(self):
+        # validate, and store what was validated: ints as int, reals as float, flags as bool, options as str
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        put("d", check_int(self.d, "d", minimum=1))
+        put("heads", check_int(self.heads, "heads", minimum=1))
+        if self.d % self.heads:
+            raise ValueError(f"d must be divisible by heads; got d={self.d}, heads={self.heads}")
+        for name in ("d_k", "d_ff", "kv_heads"):
+            if getattr(self, name) is not None:
+                put(name, check_int(getattr(self, name), name, minimum=1))
+        if self.heads % self.group_count:
+            raise ValueError(f"kv_heads must divide heads (each group of heads shares its keys and values); got "
+                             f"heads={self.heads}, kv_heads={self.kv_heads}")
+        put("norm", check_option(self.norm, Norm, "norm").value)
+        put("activation", check_option(self.activation, Activation, "activation").value)
+        put("positions", check_option(self.positions, Positions, "positions").value)
+        for name in ("alpha_sa", "alpha_mlp", "branch_sa", "branch_mlp", "sigma_v2", "sigma_w2", "sigma_b2",
+                     "sigma_bv2", "sigma_bo2", "sigma_bqk2"):
+            put(name, check_real(getattr(self, name), name, minimum=0.0))
+        for name in ("sigma_qk2", "logit_scale", "sigma_o2", "sigma_w2_out", "sigma_b2_out"):
+            if getattr(self, name) is not None:
+                put(name, check_real(getattr(self, name), name, minimum=0.0))
+        put("rope_theta", check_real(self.rope_theta, "rope_theta", minimum=0.0, strict=True))
+        put("rope_fraction", check_real(self.rope_fraction, "rope_fraction", minimum=0.0, maximum=1.0))
+        for name in ("gain_control", "causal", "mlp", "ln_center", "gated", "parallel"):
+            put(name, check_flag(getattr(self, name), name))
+        if self.parallel and self.norm != "pre":
+            raise ValueError("parallel residuals (GPT-NeoX, GPT-J: x + SA(LN x) + MLP(LN' x)) need norm='pre'; "
+                             f"got norm={self.norm!r}")
+        if self.positions == "rope" and (self.rotary_dims < 2 or self.rotary_dims % 2):
+            raise ValueError(f"rotary embeddings rotate pairs of dimensions: int(d_k * rope_fraction) must be even and "
+                             f">= 2; got d_k={self.head_dim}, rope_fraction={self.rope_fraction} "
+                             f"({self.rotary_dims} dimensions)")
+
+    @classmethod
+    def from_beta(cls, beta: float, *, T: int, d: int, **fields) -> "BlockConfig":
+        """The block whose logits have Giorlandino & Goldt's scale ``beta`` at sequence length ``T``:
+        ``sigma_qk2 = beta sqrt(log T) / d`` for the default logit scale ``1/sqrt(d_k)`` (Result 1;
+        :func:`sigprop.theory.qk_variance_for_beta` for other ``d_k`` or scales). ``beta = 0``: zero query/key
+        weights (uniform attention)."""
+        if "sigma_qk2" in fields:
+            raise TypeError("from_beta sets sigma_qk2 from beta; pass either beta (from_beta) or sigma_qk2 "
+                            f"(BlockConfig(...)), not both; got sigma_qk2={fields['sigma_qk2']!r}")
+        beta = check_real(beta, "beta", minimum=0.0)
+        probe = cls(d=d, **fields)
+        if beta == 0:
+            check_seq_len(T)
+            return dataclasses.replace(probe, sigma_qk2=0.0)
+        if probe.scale == 0:
+            raise ValueError(f"logit_scale = 0 gives beta = 0 whatever sigma_qk2 is; beta = {beta} cannot be reached")
+        var = qk_variance_for_beta(beta, T=T, d=d, d_k=probe.head_dim, logit_scale=probe.scale)
+        return dataclasses.replace(probe, sigma_qk2=var)
+
+    def beta(self, T: int) -> float:
+        """The equivalent ``beta`` of this block's query/key initialisation at sequence length ``T`` (the inverse
+        of :meth:`from_beta`; :func:`sigprop.theory.beta_equivalent`); 0 for zero query/key weights or a zero
+        logit scale (uniform attention)."""
+        if self.scale == 0 or self.qk_variance == 0:
+            check_seq_len(T)
+            return 0.0
+        return float(beta_equivalent(logit_scale=self.scale, d=self.d, d_k=self.head_dim,
+                                     sigma_qk2=self.qk_variance, T=T))
+
+    @property
+    def logit_var(self) -> float:
+        """``Var(a_ts) = logit_scale^2 d_k (sigma_qk2 d)^2`` per unit token overlap (App. B.1, Eq. (9))."""
+        if self.scale == 0 or self.qk_variance == 0:
+            return 0.0
+        return float(logit_variance(logit_scale=self.scale, d=self.d, d_k=self.head_dim, sigma_qk2=self.qk_variance))
+
+    @property
+    def qk_bias(self) -> float:
+        """The query bias's share of a query, ``e = sigma_bqk2 / (sigma_qk2 d)``: with it the logits of query
+        ``t`` against the keys have the covariance of tokens of overlaps ``(q + e, p + e)`` (the key bias adds
+        the same logit to a whole row and drops out of the softmax); 0 without query/key weights."""
+        return 0.0 if self.qk_variance == 0 else self.sigma_bqk2 / (self.qk_variance * self.d)
+
+    def map_params(self, T: int) -> dict:
+        """Keyword arguments of :func:`sigprop.theory.block_map` describing this block at length ``T``."""
+        return dict(beta=self.beta(T), alpha_sa=self.alpha_sa, alpha_mlp=self.alpha_mlp, sigma_w2=self.sigma_w2,
+                    sigma_b2=self.sigma_b2, sigma_v2=self.sigma_v2, branch_sa=self.branch_sa,
+                    branch_mlp=self.branch_mlp, norm=self.norm, gain_control=self.gain_control,
+                    activation=self.activation, mlp=self.mlp, sigma_o2=self.out_variance, sigma_bv2=self.sigma_bv2,
+                    sigma_bo2=self.sigma_bo2, sigma_w2_out=self.w2_variance, sigma_b2_out=self.b2_variance,
+                    gated=self.gated, parallel=self.parallel, qk_bias=self.qk_bias)
+
+    @property
+    def head_dim(self) -> int:
+        """Query/key width per head (default ``d / heads``)."""
+        return self.d_k if self.d_k is not None else self.d // self.heads
+
+    @property
+    def value_dim(self) -> int:
+        return self.d // self.heads
+
+    @property
+    def group_count(self) -> int:
+        """Key/value heads (``kv_heads``, default ``heads``)."""
+        return self.kv_heads if self.kv_heads is not None else self.heads
+
+    @property
+    def rotary_dims(self) -> int:
+        """Query/key dimensions per head that RoPE rotates, ``int(d_k rope_fraction)`` (HF's convention)."""
+        return int(self.head_dim * self.rope_fraction)
+
+    @property
+    def hidden(self) -> int:
+        return self.d_ff if self.d_ff is not None else self.d
+
+    @property
+    def qk_variance(self) -> float:
+        """``sigma_qk2`` or, if unset, Xavier for a (d_k, d) map."""
+        return self.sigma_qk2 if self.sigma_qk2 is not None else float(glorot_variance(self.d, self.head_dim))
+
+    @property
+    def scale(self) -> float:
+        return self.logit_scale if self.logit_scale is not None else 1.0 / math.sqrt(self.head_dim)
+
+    @property
+    def has_out_proj(self) -> bool:
+        """Whether the attention has an output projection ``W_O`` (``sigma_o2`` set)."""
+        return self.sigma_o2 is not None
+
+    @property
+    def out_variance(self) -> float:
+        """``sigma_o2``, or 1 without ``W_O`` (the identity's effect on ``q, p`` equals a random ``W_O``'s
+        with ``sigma_o2 = 1``)."""
+        return self.sigma_o2 if self.sigma_o2 is not None else 1.0
+
+    @property
+    def w2_variance(self) -> float:
+        """``sigma_w2_out``, or ``sigma_w2`` when unset (the documents' MLP)."""
+        return self.sigma_w2_out if self.sigma_w2_out is not None else self.sigma_w2
+
+    @property
+    def b2_variance(self) -> float:
+        """``sigma_b2_out``, or ``sigma_b2`` when unset."""
+        return self.sigma_b2_out if self.sigma_b2_out is not None else self.sigma_b2

@@ -1,0 +1,119 @@
+r"""The token cosine through depth: the block map's prediction and its Monte Carlo, side by side.
+
+:func:`cosine_vs_depth` iterates the block map (Giorlandino & Goldt 2025, Algorithms 1-3) and returns the mean
+cosine after each block with the participation ratio ``Y^(2)`` of each block's attention;
+:func:`mc_cosine_vs_depth` measures the same cosine on random transformers (Figs. 1(d), 1(e), 2, 6). Both take
+``(config, depth, *, T, rho0)``; the theory also takes the map's keywords instead of a config (the broadcasting
+form the trainability diagrams use: ``cosine_vs_depth(depth, beta=..., alpha_sa=...)``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..attention import ipr_limit, rem_quadrature
+from ..inputs import equicorrelated_tokens
+from ..stats._estimate import Estimate, estimate
+from ..stats._measures import mean_cosine
+from ..stats._random import as_generator
+from ..stats._validate import check_int, check_positive, check_range
+from ._config import BlockConfig
+from ._map import _REALS, check_domain, checked, one_block, _parameters
+from ._network import sample_transformer, transformer_forward
+
+__all__ = ["CosineCurve", "mc_cosine_vs_depth"]
+__theory__ = ["cosine_vs_depth"]
+
+
+class CosineCurve(NamedTuple):
+    """:func:`sigprop.theory.cosine_vs_depth`'s result, arrays ``(depth + 1, *broadcast)``: ``rho`` the mean
+    cosine after each block (row 0: the input), ``y2`` the IPR of an attention layer acting on those tokens
+    (``y2[l]`` is block ``l + 1``'s; ``y2[depth]`` that of one more block)."""
+
+    rho: np.ndarray
+    y2: np.ndarray
+
+
+def _ipr(P, q, p, T):
+    """``E Y^(2)`` of the attention on tokens ``(q, p)`` (its input: LN'd for post/pre), query bias included."""
+    if P["norm"] != "none":
+        q, p = np.ones(np.shape(q)), p / q
+    e = P["qk_bias"]
+    if T is None:
+        return ipr_limit(P["beta"], q + e, p + e, 2.0)
+    sig = P["beta"] * np.sqrt(np.log(T) * (q + e) * np.maximum(q - p, 0.0))
+    sig, TT = np.broadcast_arrays(sig, T)
+    return np.array([rem_quadrature(float(s), float(t))[0] for s, t in zip(sig.ravel(), TT.ravel())]).reshape(sig.shape)
+
+
+def cosine_vs_depth(config, depth=None, *, T=None, rho0=0.0, q0=1.0, **params) -> CosineCurve:
+    """The mean token cosine after each block and each block's attention IPR, from the block map.
+
+    ``cosine_vs_depth(config, depth, T=T, rho0=...)``: the block ``config`` samples (as
+    :func:`sigprop.mc_cosine_vs_depth`), at the finite length ``T`` (exact finite-T REM quantities). Or, as the
+    trainability diagrams use it, ``cosine_vs_depth(depth, beta=..., alpha_sa=..., **keywords)``: the T ->
+    infinity map with the keywords of :func:`sigprop.theory.block_map`, all broadcasting (``rho0 >= 0``).
+    Returns :class:`CosineCurve` ``(rho, y2)``.
+    """
+    if depth is None and not isinstance(config, BlockConfig):
+        config, depth = None, config
+    depth = check_int(depth, "depth", minimum=0)
+    r0 = check_range(rho0, "rho0", -1.0, 1.0)
+    qa = check_positive(q0, "q0")
+    if config is None:
+        P = _parameters(None, None, dict(params))      # validates every keyword
+        T = None
+    else:
+        P = _parameters(config, T, dict(params))
+        T = check_range(T, "T", 2.0, np.inf)
+    try:
+        shape = np.broadcast_shapes(*(np.shape(P[k]) for k in _REALS + ("beta",)), r0.shape, qa.shape)
+    except ValueError:
+        raise ValueError("beta, alpha_sa, rho0, q0 and the block parameters must broadcast against each other; got "
+                         f"shapes beta {np.shape(P['beta'])}, alpha_sa {np.shape(P['alpha_sa'])}, rho0 {r0.shape}, "
+                         f"q0 {qa.shape}") from None
+    P.update({k: np.broadcast_to(P[k], shape).astype(float) for k in _REALS + ("beta",)})
+    q = np.broadcast_to(qa, shape).astype(float)
+    p = np.broadcast_to(r0 * qa, shape).astype(float)
+    check_domain(q, p, T)
+    rho, y2 = np.empty((depth + 1,) + shape), np.empty((depth + 1,) + shape)
+    for l in range(depth + 1):
+        rho[l] = p / q
+        y2[l] = _ipr(P, q, p, T)
+        if l < depth:
+            q, p = checked(one_block(q, p, P, T), l + 1, P["norm"])
+            q, p = np.broadcast_to(q, shape), np.broadcast_to(p, shape)
+    return CosineCurve(rho, y2)
+
+
+def mc_cosine_vs_depth(config: BlockConfig, depth: int, *, T: int, inits: int = 16, seqs: int = 1,
+                       rho0: float = 0.0, generator=None, device=None, dtype=torch.float32,
+                       chunk: int | None = None) -> Estimate:
+    """Mean token cosine after each block of random transformers: the Monte Carlo twin of
+    :func:`sigprop.theory.cosine_vs_depth` (Giorlandino & Goldt 2025, Figs. 1(d), 1(e), 2, 6).
+
+    ``inits`` independent networks of ``depth`` blocks (``config``), each fed ``seqs`` sequences of ``T``
+    equicorrelated tokens of cosine ``rho0`` (:func:`sigprop.equicorrelated_tokens`). Returns an
+    :class:`~sigprop.Estimate` of shape ``(depth + 1,)`` (row 0: the input) over the ``inits`` networks,
+    each averaged over its sequences; ``.samples`` holds the per-network curves ``(inits, depth + 1)``
+    for curve-level tests (layers of one network are correlated). Networks run in batches of ``chunk``
+    (default: all at once); each batch draws its weights, then its tokens, from ``generator``.
+    """
+    if not isinstance(config, BlockConfig):
+        raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
+    depth = check_int(depth, "depth", minimum=1)
+    T = check_int(T, "T", minimum=2)
+    inits = check_int(inits, "inits", minimum=2)
+    seqs = check_int(seqs, "seqs", minimum=1)
+    chunk = inits if chunk is None else check_int(chunk, "chunk", minimum=1)
+    g = as_generator(generator, device)
+    curves = []
+    for start in range(0, inits, chunk):
+        m = min(chunk, inits - start)
+        params = sample_transformer(config, depth, inits=m, generator=g, device=g.device, dtype=dtype)
+        x = equicorrelated_tokens(m, seqs, T=T, d=config.d, rho=rho0, generator=g, dtype=dtype)
+        rho = transformer_forward(x, params, config, measure=mean_cosine)  # (depth + 1, m, seqs)
+        curves.append(rho.double().mean(-1).T.cpu())  # (m, depth + 1)
+    return estimate(torch.cat(curves))
