@@ -1,15 +1,32 @@
-"""The ledger: its machinery, and every claim's status equal to the status it is expected to have.
+"""The ledger: its machinery, every claim's status equal to the status it is expected to have, and a fresh run
+in agreement with the committed record -- in distribution, not in bits.
 
-The expected statuses are the regression test of the library: a change that moves a measurement across
-its tolerance fails here (the claims appendix, book/claims.ipynb, shows the same run)."""
+The expected statuses are the regression test of the library: a change that moves a measurement across its
+tolerance fails here. The committed record (what the book quotes and the claims appendix, book/claims.ipynb, shows)
+must agree with a fresh run within ``Z_RERUN`` combined standard errors (sigprop.claims._record), and no recorded
+status may sit so near its boundary that a rerun on another machine could flip it.
+``tests/test_other_kernel.py`` repeats the comparison in a fresh process on PyTorch's plainest CPU kernels.
+"""
 import json
+import math
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from sigprop import claims
-from sigprop.claims import Measured, Nature, Status
+from sigprop.claims import ClaimResult, Measured, Nature, Status, Uncertainty
+from sigprop.experiments import _aghajanyan_sec9, _locater, _regimes, provenance
+
+#: What every recorded row's provenance states (sigprop.experiments.provenance).
+PROVENANCE = {"command", "date", "git_commit", "machine", "torch", "cpu_capability", "threads"}
+#: Recorded rows known to sit too near their status boundary, each with the re-recording that fixes it. Kept exact
+#: (tested): a row that clears its margin must leave this list, and no other row may join it. The rank-collapse
+#: regime's three recorded seeds close 0.18-0.42 of the gap (0.34 +- 0.08, 2.1 SE from 0.5): eight seeds
+#: (RECORD_SEEDS) need ~20 minutes of two quiet CPU cores, which the machine this was written on did not have.
+PENDING = {"gg2025-fig1f-rank-collapse-fails": "python -m sigprop.experiments regimes --size record --threads 2 "
+                                               "--only 0 --out lib/sigprop/experiments/records/gg2025_regimes_record.json"}
 
 
 def test_status_rules():
@@ -24,6 +41,19 @@ def test_status_rules():
     # a miss away from the document's setting is "not reproduced at this scale", not a deviation
     assert Measured(1.0, 1.5, 0.02, 0.08).status(at_paper_scale=False) is Status.NOT_REPRODUCED
     assert Measured(1.0, 1.05, 0.02, 0.08).status(at_paper_scale=False) is Status.REPRODUCED
+
+
+def test_a_standard_error_of_zero_is_for_exact_rows_only():
+    Measured(0.0, 0.0, 0.0, 1e-12, uncertainty="exact").check("x")
+    Measured(1.0, 1.1, 0.05, 0.2, uncertainty="seeds").check("x")
+    with pytest.raises(ValueError, match="exact rows only"):
+        Measured(1.0, 2.7, 0.0, 0.5).check("x")                       # a single training run, published bare
+    with pytest.raises(ValueError, match="exact rows only"):
+        Measured(0.0, 0.0, 1e-3, 1e-2, uncertainty="exact").check("x")
+    with pytest.raises(ValueError, match="uncertainty must be one of"):
+        Measured(0.0, 0.0, 1e-3, 1e-2, uncertainty="guess").check("x")
+    with pytest.raises(ValueError, match="non-finite"):
+        Measured(0.0, float("nan"), 1e-3, 1e-2).check("x")
 
 
 def test_scale_decides_whether_a_miss_is_at_the_papers_setting():
@@ -52,43 +82,66 @@ def test_every_document_has_claims_and_ids_are_unique():
     assert any(c.document == "giorlandino-goldt2025" for c in all_claims)
 
 
-def test_cli_json_schema(tmp_path):
-    out = tmp_path / "ledger.json"
-    # run the CLI on one (fast) document and check the schema
-    proc = subprocess.run([sys.executable, "-m", "sigprop.claims", "--document", "aghajanyan2025",
-                           "--json", str(out)], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    assert "claims:" in proc.stdout
-    rows = json.loads(out.read_text())
-    keys = {"id", "document", "source", "claim", "stated", "measured", "stderr", "tolerance", "status"}
-    assert rows and all(keys <= set(r) for r in rows)
-    assert all(r["status"] in {s.value for s in Status} for r in rows)
-
-
 def test_cli_checks_its_output_path_before_working(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sigprop.claims", "--json", str(tmp_path / "no" / "such" / "f.json")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "cannot write" in proc.stderr and "claims:" not in proc.stdout
 
 
-@pytest.mark.parametrize("document", claims.DOCUMENTS)
-def test_every_claim_has_its_expected_status_and_matches_the_record(document):
-    results = claims.run(document)
-    assert results, document
-    wrong = [(r.id, r.status, r.expected) for r in results if r.status != r.expected]
-    assert not wrong, wrong
-    # the committed record (what the book quotes) is this run, up to rounding: 1 % of a standard error,
-    # or 1e-9 relative for exact (SE = 0) rows -- a changed claim needs `make ledger`
-    record = claims.load_record(document)
-    for r in results:
-        assert r.id in record, f"{r.id} is not in the record: run `python -m sigprop.claims --document {document} --record`"
-        old = record[r.id]
-        assert old.status == r.status, (r.id, old.status, r.status)
-        for field in ("stated", "measured", "corrected", "tolerance"):
-            a, b = getattr(old, field), getattr(r, field)
-            assert (a is None) == (b is None), (r.id, field)
-            if a is not None:
-                assert abs(a - b) <= max(0.01 * r.stderr, 1e-9 * max(abs(a), abs(b)), 1e-12), (r.id, field, a, b)
+# ----------------------------------------------------------------------------- agreement in distribution
+
+
+def _row(measured=1.0, stderr=0.01, *, stated=1.0, tolerance=None, corrected=None, uncertainty="sampling",
+         status=None, id="x"):
+    tol = 4 * stderr if tolerance is None else tolerance
+    st = status or Measured(stated, measured, stderr, tol, corrected).status().value
+    return ClaimResult(id, "noci2022", "-", "-", stated, measured, stderr, tol, st, st, corrected, "", 0.0,
+                       uncertainty=uncertainty)
+
+
+def test_a_fresh_run_agrees_within_z_combined_standard_errors():
+    rec = _row(1.00, 0.01, tolerance=1.0)
+    allowed = claims.Z_RERUN * math.hypot(0.01, 0.012)
+    assert claims.disagreements(_row(1.01, 0.01, tolerance=1.0), rec) == []     # 1 SE apart: a rerun elsewhere
+    assert claims.disagreements(_row(1.0 + 0.95 * allowed, 0.012, tolerance=1.0), rec) == []
+    far = claims.disagreements(_row(1.0 + 1.05 * allowed, 0.012, stated=1.08, tolerance=1.0), rec)
+    assert [m.split(" ")[1] for m in far] == ["stated", "measured"] and "re-record" in far[1]
+    flipped = claims.disagreements(_row(1.05, 0.01), _row(1.00, 0.01))          # 5 SE: another status
+    assert any("status deviates, recorded reproduced" in m for m in flipped)
+    assert any(" corrected " in m for m in claims.disagreements(_row(1.0, 0.01, corrected=1.0), _row(1.0, 0.01)))
+    # exact rows agree to rounding: a count differing by one draw does not
+    exact = _row(0.0, 0.0, stated=0.0, tolerance=0.5 / 300, uncertainty="exact")
+    assert claims.disagreements(_row(5e-14, 0.0, stated=0.0, tolerance=0.5 / 300, uncertainty="exact"), exact) == []
+    assert claims.disagreements(_row(1 / 300, 0.0, stated=0.0, tolerance=0.5 / 300, uncertainty="exact"), exact)
+
+
+def test_margins_flag_statuses_that_could_flip_elsewhere():
+    assert claims.fragile(_row(1.00, 0.01)) is None                              # centred: 4 SE inside
+    assert claims.fragile(_row(1.035, 0.01)) and claims.fragile(_row(1.045, 0.01))   # 0.5 SE from the boundary
+    assert claims.fragile(_row(1.025, 0.01)) is None                             # 1.5 SE: same draws elsewhere
+    # a mean over training seeds is a fresh draw elsewhere: 2 sqrt(2) SE of room needed
+    seeds = dict(stated=0.0, tolerance=0.5, uncertainty="seeds")
+    assert claims.fragile(_row(0.336, 0.0764, **seeds))                          # 2.1 SE from 0.5
+    assert claims.fragile(_row(0.25, 0.05, **seeds)) is None                     # 5 SE from 0.5
+    # an exact count scored with tolerance 0 sits on its boundary; half a count clears it
+    assert claims.fragile(_row(0.0, 0.0, stated=0.0, tolerance=0.0, uncertainty="exact"))
+    assert claims.fragile(_row(0.0, 0.0, stated=0.0, tolerance=0.5 / 300, uncertainty="exact")) is None
+    assert claims.status_margin(_row(1.5, 0.02, stated=1.0, tolerance=0.08, corrected=1.48)) == pytest.approx(0.06)
+
+
+def test_write_record_keeps_the_provenance_of_the_run(tmp_path):
+    rows = [_row(1.0, 0.01, id="a"), _row(2.0, 0.01, stated=2.0, id="b")]
+    prov = provenance("python -m sigprop.claims --record")
+    path = claims.write_record(rows, "noci2022", provenance=prov, path=tmp_path / "noci2022.json")
+    back = [ClaimResult(**r) for r in json.loads(path.read_text())]
+    assert [r.id for r in back] == ["a", "b"] and all(PROVENANCE <= set(r.provenance) for r in back)
+    assert back[0].provenance["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    text = claims.provenance_text(back[0].provenance)
+    assert f"CPU kernels {torch.backends.cpu.get_cpu_capability()}" in text and "`python -m sigprop.claims --record`" in text
+    assert claims.provenance_text(None) == "recorded without provenance"
+
+
+# ----------------------------------------------------------------------------- the committed record
 
 
 @pytest.mark.parametrize("document", claims.DOCUMENTS)
@@ -97,5 +150,66 @@ def test_record_has_exactly_the_registered_claims(document):
 
 
 def test_run_order_is_the_record_order():
-    """The claims appendix compares the run with the record row by row (book/claims.ipynb)."""
+    """The claims appendix shows the record in the ledger's order (book/claims.ipynb)."""
     assert [c.id for c in claims.registry()] == list(claims.load_record())
+
+
+def test_every_recorded_row_has_provenance_and_an_uncertainty():
+    record = claims.load_record()
+    for r in record.values():
+        assert r.provenance and PROVENANCE <= set(r.provenance), (r.id, r.provenance)
+        Measured(r.stated, r.measured, r.stderr, r.tolerance, r.corrected, r.note, r.uncertainty).check(r.id)
+    exact = sorted(r.id for r in record.values() if r.uncertainty == Uncertainty.EXACT.value)
+    assert all(record[i].stderr == 0 for i in exact) and all(r.stderr > 0 for i, r in record.items() if i not in exact)
+
+
+def test_no_recorded_status_sits_on_its_boundary():
+    """A status must clear its boundary by more than a rerun elsewhere can move it (sigprop.claims._record)."""
+    flagged = {r.id: claims.fragile(r) for r in claims.load_record().values() if claims.fragile(r)}
+    new = [msg for id, msg in flagged.items() if id not in PENDING]
+    assert not new, "\n".join(new)
+    fixed = sorted(set(PENDING) - set(flagged))
+    assert not fixed, f"these rows now clear their margin: remove them from PENDING: {fixed}"
+
+
+def _spy(monkeypatch, module, name, seen):
+    original = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        seen.add(_spy.current)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+
+
+_spy.current = None          # the claim running (set by the ledger test)
+
+
+@pytest.mark.parametrize("document", claims.DOCUMENTS)
+def test_every_claim_has_its_expected_status_and_agrees_with_the_record(document, monkeypatch):
+    """A fresh run: every status is its expected status, every row agrees with the record in distribution, every
+    training result (a claim that steps an optimiser or reads a recorded training run) is a mean over seeds, and
+    the ledger leaves torch's global RNG alone."""
+    trained = set()
+    for module, name in ((_regimes, "load_record"), (_locater, "load"), (_aghajanyan_sec9, "load")):
+        _spy(monkeypatch, module, name, trained)
+    hook = torch.optim.optimizer.register_optimizer_step_pre_hook(lambda *args: trained.add(_spy.current))
+    rng = torch.get_rng_state()
+    try:
+        results = []
+        for c in claims.registry(document):
+            _spy.current = c.id
+            results.append(claims.run_one(c))
+    finally:
+        hook.remove()
+    assert torch.equal(torch.get_rng_state(), rng), "a claim drew from torch's global RNG"
+    assert results, document
+    wrong = [(r.id, r.status, r.expected) for r in results if r.status != r.expected]
+    assert not wrong, wrong
+    bare = [r.id for r in results if r.id in trained and r.uncertainty != Uncertainty.SEEDS.value]
+    assert not bare, f"training results without a standard error over seeds: {bare}"
+    record = claims.load_record(document)
+    missing = [r.id for r in results if r.id not in record]
+    assert not missing, f"not in the record: run `python -m sigprop.claims --document {document} --record`: {missing}"
+    problems = [p for r in results for p in claims.disagreements(r, record[r.id])]
+    assert not problems, "\n".join(problems)

@@ -1,7 +1,8 @@
-"""``python -m sigprop.claims [--document NAME] [--json FILE] [--record]``: run the ledger, print a table.
+"""``python -m sigprop.claims [--document NAME ...] [--json FILE] [--record]``: run the ledger, print a table.
 
-``--record`` rewrites the committed record (``sigprop/claims/records/<document>.json``, of the documents run)
-that the book quotes; run it (``make ledger``, or with ``--document``) after changing a claim, and commit it.
+``--record`` rewrites the committed record (``sigprop/claims/records/<document>.json``, of the documents run, each
+row with the provenance of this run) that the book quotes; run it (``make ledger``, or with ``--document``) after
+changing a claim, and commit it.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 import pathlib
 import sys
 
-from . import DOCUMENTS, Status, record_path, run
+from ..experiments._provenance import provenance
+from . import DOCUMENTS, Status, fragile, record_path, run, write_record
 
 
 def _table(results) -> str:
@@ -22,6 +24,7 @@ def _table(results) -> str:
                      f"{r.tolerance:9.2g}  {r.document}: {r.source}{flag}")
     counts = {s.value: sum(r.status == s.value for r in results) for s in Status}
     lines.append(f"{len(results)} claims: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+    lines += [f"status could change on another machine: {msg}" for msg in map(fragile, results) if msg]
     return "\n".join(lines)
 
 
@@ -38,15 +41,17 @@ def _writable(path: str) -> pathlib.Path:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sigprop.claims", description=__doc__.splitlines()[0])
-    parser.add_argument("--document", choices=DOCUMENTS, help="only this document's claims")
+    parser.add_argument("--document", choices=DOCUMENTS, nargs="+", help="only these documents' claims")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-' for stdout)")
     parser.add_argument("--record", action="store_true",
                         help="rewrite the committed record sigprop/claims/records/<document>.json of the documents run")
     args = parser.parse_args(argv)
     out = _writable(args.json) if args.json and args.json != "-" else None
-    docs = DOCUMENTS if args.document is None else (args.document,)
+    docs = DOCUMENTS if args.document is None else tuple(d for d in DOCUMENTS if d in args.document)
     records = [_writable(record_path(d)) for d in docs] if args.record else []
-    results = run(args.document, progress=sys.stderr.isatty())
+    command = "python -m sigprop.claims " + " ".join(sys.argv[1:] if argv is None else argv)
+    prov = provenance(command)            # before the run writes anything: the commit and code it ran
+    results = [r for d in docs for r in run(d, progress=sys.stderr.isatty())]
     rows = [r.as_json() for r in results]
     if args.json == "-":
         json.dump(rows, sys.stdout, indent=1)
@@ -56,7 +61,7 @@ def main(argv=None) -> int:
     if out is not None:
         out.write_text(json.dumps(rows, indent=1) + "\n")
     for doc, path in zip(docs, records):
-        path.write_text(json.dumps([r for r in rows if r["document"] == doc], indent=1) + "\n")
+        write_record(results, doc, provenance=prov, path=path)
     return 0
 
 

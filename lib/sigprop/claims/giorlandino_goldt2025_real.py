@@ -35,7 +35,8 @@ def _real_bert(depth):
     cfg = transformers.BertConfig(hidden_size=_REAL_D, num_hidden_layers=depth, num_attention_heads=_REAL_HEADS,
                                   intermediate_size=_REAL_D, hidden_act="relu", vocab_size=2,
                                   max_position_embeddings=_REAL_T, attn_implementation="eager")
-    return transformers.BertModel(cfg, add_pooling_layer=False).eval()
+    with torch.random.fork_rng(devices=[]):     # its own initialiser draws from torch's global RNG; sp.reinitialise
+        return transformers.BertModel(cfg, add_pooling_layer=False).eval()   # overwrites it: leave the global alone
 
 
 def _real_block(beta, alpha_sa, *, w_o):

@@ -138,10 +138,11 @@ def _thm32():
     out = sp.attention_jacobian_sq_norms(x, wq, wk, wv, attention="softmax", wrt=("v", "q", "k"))
     ratio = float(torch.maximum(out["q"], out["k"]).div(out["v"]).max())
     eps = sp.TOL[torch.float64][0]
-    return Measured(stated=0.0, measured=ratio, stderr=0.0, tolerance=eps,
+    return Measured(stated=0.0, measured=ratio, stderr=0.0, tolerance=eps, uncertainty="exact",
                     note="max over 64 draws of max(||dS/dW^Q||^2, ||dS/dW^K||^2) / ||dS/dW^V||^2 with REAL "
                          "softmax attention (float64): for X = 1 x^T the logits are constant so A = U exactly "
-                         "and the gradient vanishes without Assumption 3.1; tolerance float64 rtol (an exact identity)")
+                         "and the gradient vanishes without Assumption 3.1 (an exact identity: 0 up to rounding in "
+                         "every draw, SE 0); tolerance float64 rtol")
 
 
 # ----------------------------------------------------------------------------- equicorrelated tokens (page 2)
@@ -252,6 +253,7 @@ def _thm33_eq16():
     if float(est.stderr) > eps:
         raise RuntimeError(f"the centred input should stay exactly centred; got {est}")
     return Measured(stated=1.0, measured=est.mean, stderr=0.0, tolerance=eps, corrected=-1.0 / (n - 1),
+                    uncertainty="exact",
                     note="measured where the omitted condition C(X) > 0 fails: equal-norm tokens with zero mean (a "
                          "regular simplex), uniform attention (Assumption 3.1), alpha_1 = alpha_2 = 1, L = 40, 200 "
                          "networks: the mean token stays 0, so C(X^L) = 0 and rho^L = -1/(n-1) at every depth "
@@ -386,8 +388,9 @@ def _tau_final():
     grid = [tau(n, d, r) for n in (10, 25, 50, 100) for r in (0.0, 0.05, 0.1)]
     rho_needed = brentq(lambda r: tau(25, d, r) - 8.5, 0.0, 0.99)
     s2_needed = brentq(lambda s2: tau(25, d, 0.0, sigma_x2=s2) - 8.5, 1e-3, 1.0)
-    return Measured(stated=8.5, measured=base, stderr=0.0, tolerance=max(grid) - base,
-                    note=f"closed form tau = sqrt(Eq. (17) / Eq. (18)) at sigma_x = 1, rho = 0, d = {d}, n = 25 (the "
+    return Measured(stated=8.5, measured=base, stderr=0.0, tolerance=max(grid) - base, uncertainty="exact",
+                    note=f"closed form tau = sqrt(Eq. (17) / Eq. (18)) (exact, SE 0) at sigma_x = 1, rho = 0, d = {d}, "
+                         f"n = 25 (the "
                          f"paper gives neither n nor rho); with the exact Eq. (18) (x (1 + 4(1-rho)/(nd))) "
                          f"{tau(25, d, 0.0, exact=True):.4f}. Tolerance = the spread of tau over the unstated n in "
                          f"10..100 and 'small' rho in 0..0.1 (largest {max(grid):.2f}). 8.5 needs rho = "

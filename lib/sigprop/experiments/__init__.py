@@ -18,17 +18,27 @@ Lemma 3.3 (Noci et al. 2022, Fig. 10) closes with the width (:mod:`noci_fig10`, 
 ``noci_fig10.load()`` reads the committed record, ``tests/test_noci_fig10.py`` replays its smallest rung.
 
 :mod:`aghajanyan_sec9` is the small training stand-in for Aghajanyan 2025, Section 9 (short enough to run
-live on its chapter page and in the ledger).
+live on its chapter page), and :mod:`locater` the LocATER miniature of Bao et al. 2024, Sec. 7 (page
+``chapters/bao2024/04``); both record their result over training seeds (``python -m sigprop.experiments
+aghajanyan-sec9`` / ``locater``), which the claims ledger reads: a training result is a mean over seeds with its
+standard error (:func:`seed_summary`), and a fresh seed is checked against the recorded spread
+(:func:`seed_prediction`), never against the recorded bits.
+
+Every record keeps its :func:`provenance`: command, date, git commit, machine, torch version, CPU capability and
+threads.
 """
 from . import _aghajanyan_sec9 as aghajanyan_sec9
+from . import _locater as locater
 from . import _noci_fig10 as noci_fig10
 from ._finite_size import CASES as FINITE_SIZE_CASES
 from ._finite_size import analyse as finite_size_ladder
 from ._finite_size import load as load_finite_size
 from ._finite_size import run_case as run_finite_size
-from ._regimes import BLOCK, REGIMES, SIZES, Regime, load_record, regime_config, run_regimes
+from ._regimes import BLOCK, RECORD_SEEDS, REGIMES, SIZES, Regime, load_record, regime_config, run_regimes
+from ._provenance import provenance
 from ._scaling import extrapolate, fit_gap
+from ._seeds import seed_prediction, seed_summary
 
-__all__ = ["BLOCK", "REGIMES", "SIZES", "Regime", "load_record", "regime_config", "run_regimes",
+__all__ = ["BLOCK", "REGIMES", "RECORD_SEEDS", "SIZES", "Regime", "load_record", "regime_config", "run_regimes",
            "FINITE_SIZE_CASES", "finite_size_ladder", "load_finite_size", "run_finite_size", "extrapolate", "fit_gap",
-           "noci_fig10", "aghajanyan_sec9"]
+           "noci_fig10", "aghajanyan_sec9", "locater", "provenance", "seed_summary", "seed_prediction"]

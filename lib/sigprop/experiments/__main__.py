@@ -1,12 +1,17 @@
 """``python -m sigprop.experiments {regimes,finite-size} ...``: run an experiment and write its record.
 
-* ``regimes [--size demo|quick|record|full] [--out FILE] [--threads N] [--device cpu|cuda]``: the training
-  regimes of Giorlandino & Goldt 2025, Fig. 1(f) and Fig. 5 (``._regimes``).
+* ``regimes [--size demo|quick|record|full] [--out FILE] [--threads N] [--device cpu|cuda] [--only I ...]``: the
+  training regimes of Giorlandino & Goldt 2025, Fig. 1(f) and Fig. 5 (``._regimes``); ``--only`` re-trains the
+  regimes of those indices and replaces them in the record ``--out``, with their own provenance.
 * ``finite-size [--case NAME ...] [--size quick|record|full] [--out-dir DIR] [--threads N]``: the
   finite-size ladders of every comparison of the chapter (``._finite_size``), one file
   ``finite_size_<case>_<size>.json`` per case. The output folder is checked before any work.
 * ``noci-fig10 [--out FILE]``: the width ladder of Noci et al. 2022, Fig. 10 (``._noci_fig10``; about
   5 CPU-minutes on one thread).
+* ``locater [--out FILE] [--threads N]``: LocATER against none over training seeds, Bao et al. 2024, Sec. 7
+  (``._locater``; about a minute).
+* ``aghajanyan-sec9 [--out FILE] [--threads N]``: the Section 9 stand-in of Aghajanyan 2025 over training seeds
+  (``._aghajanyan_sec9``; about half a minute).
 """
 from __future__ import annotations
 
@@ -18,10 +23,11 @@ import time
 
 import torch
 
+from . import _aghajanyan_sec9, _locater
 from ._finite_size import CASES, SIZES, record_name, run_case, save
 from ._noci_fig10 import run as run_fig10
 from ._regimes import SIZES as REGIME_SIZES
-from ._regimes import run_regimes, save_record
+from ._regimes import REGIMES, run_regimes, save_record
 
 
 def _writable_dir(path: str) -> pathlib.Path:
@@ -63,6 +69,8 @@ def main(argv=None) -> int:
     reg.add_argument("--out", default=None, help="JSON file (default gg2025_regimes_<size>.json)")
     reg.add_argument("--threads", type=_threads, default=None, help="torch threads on CPU")
     reg.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
+    reg.add_argument("--only", type=int, nargs="+", choices=range(len(REGIMES)), default=None,
+                     help="train only these regimes (indices into REGIMES) and replace them in --out, an existing record")
     fs = sub.add_parser("finite-size", help="finite-size ladders of the chapter's comparisons")
     fs.add_argument("--case", nargs="+", choices=sorted(CASES), default=None, help="default: every case")
     fs.add_argument("--size", choices=SIZES, default="record")
@@ -70,19 +78,37 @@ def main(argv=None) -> int:
     fs.add_argument("--threads", type=_threads, default=1, help="torch threads (default 1)")
     nf = sub.add_parser("noci-fig10", help="width ladder of Noci et al. 2022, Fig. 10")
     nf.add_argument("--out", default="noci2022_fig10_finite_size.json", help="JSON file to write")
+    for name, module in (("locater", _locater), ("aghajanyan-sec9", _aghajanyan_sec9)):
+        one = sub.add_parser(name, help=module.__doc__.splitlines()[0])
+        one.add_argument("--out", default=f"{module.RECORD}.json", help="JSON file to write")
+        one.add_argument("--threads", type=_threads, default=None, help="torch threads")
     args = ap.parse_args(argv)
     command = "python -m sigprop.experiments " + " ".join(argv)
 
     if args.experiment == "regimes":
-        out = _writable_file(args.out or f"gg2025_regimes_{args.size}.json")
+        out = pathlib.Path(args.out or f"gg2025_regimes_{args.size}.json")
+        if args.only and not out.is_file():
+            raise SystemExit(f"python -m sigprop.experiments: --only replaces regimes in an existing record; no {out}")
+        out = _writable_file(str(out))
         if args.threads:
             torch.set_num_threads(args.threads)
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        runs = run_regimes(args.size, device=device)
-        save_record(runs, str(out), size=args.size, command=command)
+        picked = REGIMES if args.only is None else [REGIMES[i] for i in args.only]
+        runs = run_regimes(args.size, regimes=picked, device=device)
+        save_record(runs, str(out), size=args.size, command=command, update=args.only is not None)
         for label, r in runs.items():
             print(f"{label:40s} final loss {r.eval_loss[-1].mean():.3f} (seeds {r.eval_loss[-1].round(3)}), "
                   f"{r.seconds:.0f} s")
+        print("written", out)
+        return 0
+
+    if args.experiment in ("locater", "aghajanyan-sec9"):
+        out = _writable_file(args.out)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        module = _locater if args.experiment == "locater" else _aghajanyan_sec9
+        result = module.run(command=command, progress=lambda msg: print(msg, flush=True))
+        out.write_text(json.dumps(result, indent=1) + "\n")
         print("written", out)
         return 0
 

@@ -9,9 +9,17 @@ attention is not needed) or a two-topic mixture (:func:`sample_mixture`; the con
 The correlations are measured on **independent** tokens (:func:`iid_tokens`), so the layer-1 values
 are independent across positions (a control that reads 0) and any layer-2 correlation comes from the
 network, as in the post's theorem.
+
+The ledger row reads a record over training seeds (a single run is not a measurement: the same seed on another CPU
+ends elsewhere in the last digits, and seeds differ by far more): :func:`run` trains :data:`SEEDS` on the
+two-topic mixture for :data:`STEPS` steps (the page's quick profile) and records, per seed, the layer-2 value
+correlation at initialisation and after training; ``python -m sigprop.experiments aghajanyan-sec9 [--out FILE]``
+(about half a minute) writes ``records/aghajanyan2025_sec9_record.json``, :func:`load` reads it.
 """
 from __future__ import annotations
 
+import json
+from importlib import resources
 from typing import Callable
 
 import torch
@@ -21,12 +29,18 @@ from ..inputs import MarkovSource
 from ..models import LMConfig, TinyLM, fit
 from ..stats._random import as_generator
 from ..stats._measures import attention_entropy, cross_token_covariance
+from ._provenance import provenance
 
-__all__ = ["MODEL", "single_chain", "topics", "sample_mixture", "iid_tokens", "value_metrics", "train",
-           "final_metrics"]
+__all__ = ["MODEL", "SEEDS", "STEPS", "RECORD", "single_chain", "topics", "sample_mixture", "iid_tokens",
+           "value_metrics", "train", "final_metrics", "run_seed", "run", "load"]
 
 MODEL = LMConfig(vocab=16, T=16, d=32, depth=2, d_k=16, d_ff=64, norm="pre", causal=True, out_proj=True,
                  final_norm=True, mlp_bias=False, pos_std=0.1)
+#: Training seeds of the record (seed 1 is the page's mixture run) and its steps (the page's quick profile).
+SEEDS = tuple(range(1, 9))
+STEPS = 200
+#: Name of the committed record (``records/<RECORD>.json``).
+RECORD = "aghajanyan2025_sec9_record"
 
 
 def single_chain() -> MarkovSource:
@@ -91,3 +105,37 @@ def final_metrics(model: TinyLM, pi: torch.Tensor, seed: int, groups: int = 8) -
     (seeds ``seed, seed + 1, ...``)."""
     rows = [value_metrics(model, iid_tokens(pi, 256, seed + k)) for k in range(groups)]
     return {k: estimate(torch.tensor([r[k] for r in rows], dtype=torch.float64)) for k in rows[0]}
+
+
+def run_seed(seed: int, steps: int = STEPS) -> dict:
+    """One training seed on the two-topic mixture: the mean layer-2 value correlation on independent tokens at
+    initialisation and after ``steps`` steps (with its SE over 8 groups of 256 sequences), and the layer-1 control."""
+    chains = topics()
+    pi = 0.5 * (chains[0].stationary + chains[1].stationary)
+    model, _ = train(lambda n, step: sample_mixture(chains, n, step), seed, steps=steps)
+    init = value_metrics(TinyLM(MODEL, generator=seed).double(), iid_tokens(pi, 512, 20_000 + seed))["corr2"]
+    final = final_metrics(model, pi, 30_000)
+    return dict(seed=int(seed), init_corr2=init, corr2=float(final["corr2"].mean),
+                corr2_se=float(final["corr2"].stderr), corr1=float(final["corr1"].mean), corr1_se=float(final["corr1"].stderr))
+
+
+def run(seeds=SEEDS, steps: int = STEPS, *, command: str = "python -m sigprop.experiments aghajanyan-sec9",
+        progress=None) -> dict:
+    """Every seed of :func:`run_seed`: ``{"provenance", "setting", "seeds": [...]}`` (JSON-ready)."""
+    rows = []
+    for seed in seeds:
+        rows.append(run_seed(seed, steps))
+        if progress:
+            progress(f"seed {seed}: layer-2 correlation {rows[-1]['init_corr2']:.3f} -> {rows[-1]['corr2']:.4f}")
+    return dict(provenance=provenance(command, seeds=[int(s) for s in seeds]),
+                setting=dict(steps=steps, task="two-topic Markov mixture", lr=3e-3, batch=64), seeds=rows)
+
+
+def load(name: str = RECORD) -> dict:
+    """The committed record (a dict: ``provenance``, ``setting``, ``seeds``)."""
+    path = resources.files(__package__) / "records" / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no record {name!r} in sigprop/experiments/records: run `python -m "
+                                "sigprop.experiments aghajanyan-sec9 --out <sigprop/experiments/records>/"
+                                "aghajanyan2025_sec9_record.json`")
+    return json.loads(path.read_text())
