@@ -19,13 +19,16 @@ FAKE_COLAB = 'import sys, types\nsys.modules["google.colab"] = types.ModuleType(
 WHERE = 'import sigprop\nprint("SIGPROP_FILE", sigprop.__file__)'
 
 
-def _preinstalled(dest: pathlib.Path) -> pathlib.Path:
-    """A folder of links to this environment's packages, without sigprop (Colab has none)."""
+def _preinstalled(dest: pathlib.Path, without=()) -> pathlib.Path:
+    """A folder of links to this environment's packages, without sigprop (Colab has none) and without the
+    distributions named in ``without`` (tests/test_transformers_major.py installs other versions of them)."""
     dest.mkdir()
+    skip = tuple(n.lower().replace("-", "_") for n in without)
     for sp_dir in site.getsitepackages():
         for entry in pathlib.Path(sp_dir).iterdir():
             name = entry.name.lower()
-            if name.startswith(("sigprop", "__editable__", "_sigprop")) or entry.suffix == ".pth":
+            if (name.startswith(("sigprop", "__editable__", "_sigprop")) or entry.suffix == ".pth"
+                    or (skip and name.replace("-", "_").startswith(skip))):
                 continue
             if not (dest / entry.name).exists():
                 (dest / entry.name).symlink_to(entry)

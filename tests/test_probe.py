@@ -34,6 +34,16 @@ def close(a, b, dtype):
                                torch.as_tensor(b, dtype=torch.float64), rtol=rtol, atol=atol)
 
 
+def first(out):
+    """A block's hidden states: transformers 4.x blocks return a tuple, 5.x a tensor."""
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def additive(allowed, dtype):
+    """An explicit additive mask (B|1, 1, T, T): without one, 5.x eager attention masks nothing (GPT-2 included)."""
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
 def inputs(dtype, seed=0):
     return torch.randn(B, T, D, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
@@ -181,9 +191,10 @@ def mha_attention(mha, a, allowed=None):
 def test_bert_matches_hand_computation(dtype):
     model, x = bert(dtype), inputs(dtype)
     result = probe(model, x, grads=True, loss=squared_error)
-    with torch.no_grad():
-        out = model.encoder(x, output_hidden_states=True)
-    hs = out.hidden_states  # (L+1) x (B, T, d), the model's own route
+    with torch.no_grad():  # the model's own blocks, called without hooks
+        hs = [x]
+        for lay in model.encoder.layer:
+            hs.append(first(lay(hs[-1])))
     As = [softmax_heads(lay.attention.self.query(h), lay.attention.self.key(h), (D // H) ** -0.5)
           for lay, h in zip(model.encoder.layer, hs)]
     check(result, hs, As, dtype)
@@ -193,7 +204,7 @@ def test_bert_matches_hand_computation(dtype):
     def run():
         h = x
         for lay in model.encoder.layer:
-            h = lay(h)[0]
+            h = first(lay(h))
         return h
     grads = hand_grads(model.encoder.layer, run, lambda lay: [(lay.attention.self.query.weight, ...),
                                                               (lay.attention.self.key.weight, ...),
@@ -207,10 +218,12 @@ def test_bert_padding_and_sdpa():
     mask = torch.tensor([[1] * n + [0] * (T - n) for n in n_real])
     model = bert(torch.float64)
     result = probe(model, x, attention_mask=mask)
-    ext = model.get_extended_attention_mask(mask, (B, T))
-    with torch.no_grad():
-        hs = model.encoder(x, attention_mask=ext, output_hidden_states=True).hidden_states
     allowed = mask.bool()[:, None, None, :]
+    ext = additive(allowed.expand(B, 1, T, T), torch.float64)
+    with torch.no_grad():
+        hs = [x]
+        for lay in model.encoder.layer:
+            hs.append(first(lay(hs[-1], attention_mask=ext)))
     As = [softmax_heads(lay.attention.self.query(h), lay.attention.self.key(h), (D // H) ** -0.5, allowed)
           for lay, h in zip(model.encoder.layer, hs)]
     check(result, hs, As, torch.float64, n_real)
@@ -232,7 +245,7 @@ def test_gpt2_matches_hand_computation(dtype):
         for block in model.h:
             qkv = block.ln_1(hs[-1]) @ block.attn.c_attn.weight + block.attn.c_attn.bias
             As.append(softmax_heads(qkv[..., :D], qkv[..., D:2 * D], (D // H) ** -0.5, allowed))
-            hs.append(block(hs[-1])[0])
+            hs.append(first(block(hs[-1], attention_mask=additive(allowed[None, None], dtype))))
         # the model's own route, embeddings cancelled: hidden_states[l] is the input of block l
         native = model(inputs_embeds=x - model.wpe(torch.arange(T)), output_hidden_states=True).hidden_states
     for l in range(L):
@@ -244,8 +257,9 @@ def test_gpt2_matches_hand_computation(dtype):
 
     def run():
         h = x
+        mask = additive(torch.ones(T, T, dtype=torch.bool).tril()[None, None], dtype)
         for block in model.h:
-            h = block(h)[0]
+            h = first(block(h, attention_mask=mask))
         return h
     grads = hand_grads(model.h, run, lambda b: [(b.attn.c_attn.weight, (slice(None), slice(i * D, (i + 1) * D)))
                                                 for i in range(3)])
@@ -333,13 +347,17 @@ def test_single_sequence_and_wrappers():
         base.cosine = None
 
 
-def test_gpt2_sdpa_reports_missing_attention_weights():
+def test_gpt2_sdpa_gives_the_eager_weights():
+    # a model built with SDPA: probe switches to eager attention for the call, only to read the weights
     x = inputs(torch.float32)
     sdpa, eager = gpt2(torch.float32, attn="sdpa"), gpt2(torch.float32)
-    r = probe(sdpa, x)
-    assert r.ipr is None and r.entropy is None and r.ipr_by_position is None
-    assert any("attn_implementation='eager'" in n for n in r.notes)
-    close(r.cosine, probe(eager, x).cosine, torch.float32)
+    r, e = probe(sdpa, x), probe(eager, x)
+    for field in ("cosine", "ipr", "entropy", "ipr_by_position"):
+        close(getattr(r, field), getattr(e, field), torch.float32)
+    assert sdpa.config._attn_implementation == "sdpa"
+    fast = probe(sdpa, x, weights=False)
+    assert fast.ipr is None and fast.entropy is None and fast.ipr_by_position is None
+    close(fast.cosine, e.cosine, torch.float32)
 
 
 def test_blocks_without_attention():
@@ -422,5 +440,5 @@ def test_cosine_pairs_match_hand_computation(dtype):
     off = ~torch.eye(T, dtype=torch.bool)
     close(result.cosine_pairs[:, :, off].mean(-1), result.cosine, dtype)   # its off-diagonal mean is `cosine`
     assert probe(model, x).cosine_pairs is None
-    with pytest.raises(TypeError, match="pairs must be a bool"):
+    with pytest.raises(TypeError, match="pairs must be True or False"):
         probe(model, x, pairs=1)

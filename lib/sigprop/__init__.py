@@ -69,6 +69,8 @@ from .models._training import (
 )
 from .models._lm import LMConfig as LMConfig, TinyLM as TinyLM, fit as fit
 from .models._probe import probe as probe, ProbeResult as ProbeResult
+from .models._adapter import BlockAdapter as BlockAdapter
+from .models._montecarlo import mc_model_cosine as mc_model_cosine, at_width as at_width
 from .models._real import read_init as read_init, reinitialise as reinitialise, ModelInit as ModelInit
 from .attention._uniform import (
     gram_sum as gram_sum, uniform_self_attention as uniform_self_attention,
@@ -119,7 +121,8 @@ __all__ = [
     "BlockTrajectory", "GramTrajectory", "GramStep", "TrainabilityDiagram",
     "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm",
     "masked_lm_init", "LMConfig", "TinyLM", "fit", "probe", "ProbeResult", "read_init", "reinitialise",
-    "ModelInit", "gram_sum", "uniform_self_attention", "ratio_correlation", "fit_power_law",
+    "ModelInit", "BlockAdapter", "mc_model_cosine", "at_width",
+    "gram_sum", "uniform_self_attention", "ratio_correlation", "fit_power_law",
     "attention_jacobian_sq_norms", "softmax_param_grad_sq_norms", "loss_grad_sq_norms",
     "transformer_layer_grad_sq_norms", "spectral_qk_matrix", "anisotropic_sigma", "last_query_logits",
     "linearised_softmax_argument", "piecewise_linear_softmax", "propagation_indicator", "qk_traces",

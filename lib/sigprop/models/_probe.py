@@ -2,8 +2,8 @@ r"""Probe an off-the-shelf transformer at initialisation, block by block.
 
 ``probe(model, x)`` feeds the hidden-state sequence ``x`` (B, T, d) straight to the first block
 (token and position embeddings are bypassed, so the measured input overlap *is* the theory's
-input) and applies the blocks in sequence, ``h^0 = x``, ``h^l = block_l(h^{l-1})``. For every
-``h^l`` (l = 0..L) and each sequence it records
+input; rotary position embeddings, which act inside attention, are applied) and applies the blocks in
+sequence, ``h^0 = x``, ``h^l = block_l(h^{l-1})``. For every ``h^l`` (l = 0..L) and each sequence it records
 
 * the token overlaps (Giorlandino & Goldt 2025, Eq. (1)) ``q = mean_t |h_t|^2 / d`` and
   ``p = mean_{t != s} h_t . h_s / d``;
@@ -22,47 +22,40 @@ the Frobenius norms of ``dloss/dW_Q``, ``dloss/dW_K``, ``dloss/dW_V`` (the quant
 is touched.
 
 Entries are **block outputs** (the residual stream a pre-LN block emits; the post-LN output of
-a post-LN block). A model's final LayerNorm (GPT-2 ``ln_f``, ``TransformerEncoder.norm``) is
-not applied, to ``h^L`` nor to what ``loss`` sees; say ``loss=lambda h: f(model.ln_f(h))`` to
-include it. The model is probed in eval mode (dropout off); each module's training flag is
-restored afterwards, and every hook is removed.
+a post-LN block). A model's final normalisation (GPT-2 ``ln_f``, Llama ``norm``) is not applied, to ``h^L``
+nor to what ``loss`` sees; say ``loss=lambda h: f(model.ln_f(h))`` to include it. The model is probed in eval
+mode (dropout off); each module's training flag is restored afterwards, and every hook is removed.
 
-How each family is read (blocks found from the model or its ``base_model``):
+**Which models.** HuggingFace models whose blocks sigprop finds (``sigprop.models._adapter``: Llama, Qwen2,
+Mistral, GPT-NeoX, ViT, BERT, RoBERTa, GPT-2 and models sharing their layers, bare or wrapped, e.g.
+``LlamaForCausalLM``; transformers 4.44 to 5.x), ``torch.nn.TransformerEncoder``, any ``blocks=[...]`` called
+as ``block(h)``, and any model through a :class:`~sigprop.BlockAdapter` (its call signature, masks, rotary
+embeddings and attention weights). Attention weights are read by a hook on each block's attention module; for
+HF models the eager implementation is switched on for the call only when they are wanted (``weights=True``).
 
-* HF ``BertModel`` (post-LN): ``encoder.layer``; each ``BertLayer`` gets an explicit additive
-  mask (causal when ``config.is_decoder``) and ``output_attentions=True``; ``A`` is the
-  ``attention_probs`` its ``BertSelfAttention`` returns (the SDPA class falls back to eager).
-* HF ``GPT2Model`` (pre-LN, always causal): ``h``; ``A`` is what ``GPT2Attention`` returns,
-  which is ``None`` unless the model was built with ``attn_implementation="eager"``.
-* ``torch.nn.TransformerEncoder`` (either ``norm_first``): ``layers``; ``A`` is recomputed by
-  calling the layer's ``self_attn`` again on the inputs it was just called with, with
-  ``need_weights=True, average_attn_weights=False``. ``batch_first=False`` layers are fed
-  ``(T, B, d)``.
-* ``blocks=[...]``: each block is called as ``block(h)`` (first element if it returns a tuple);
-  ``A`` is read from its single ``nn.MultiheadAttention`` (as above) or HF attention module.
+**Precision.** A float16 / bfloat16 model is run block by block as a float32 copy (its weights are exactly
+representable), so every product accumulates in float32 and the half-precision model is not touched; ``x`` is
+given in the model's dtype. Measures are computed in float64 (float32 on devices without it).
 
 Used in the book's chapter on off-the-shelf transformers.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
-import enum
-import inspect
 
 import torch
 from torch import nn
 
+from ..stats._config import threads_for, widest_float
 from ..stats._measures import attention_entropy, attention_ipr, cosine_matrix
-from ..stats._validate import check_tensor
+from ..stats._validate import check_flag, check_tensor
+from ._adapter import BlockAdapter, BlockCall, adapter_for, eager_attention
+from ._families import attention_views, describe_block
 
 __all__ = ["probe", "ProbeResult"]
 
-
-class Family(enum.Enum):
-    BERT = "bert"
-    GPT2 = "gpt2"
-    TORCH = "torch"
-    CUSTOM = "custom"
+HALF = (torch.float16, torch.bfloat16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +71,8 @@ class ProbeResult:
       ``grads=True`` or if some block's projections could not be found.
     * ``cosine_pairs``: (L+1, B, T, T), the cosine of every token pair (padded tokens included), with
       ``pairs=True``; else ``None``. For causal models, where early and late tokens differ.
+    * ``family``: the block layout (``"llama"``, ``"neox"``, ``"bert"``, ``"vit"``, ``"gpt2"``, ``"torch"``)
+      or ``"custom"``.
     """
 
     cosine: torch.Tensor
@@ -108,128 +103,106 @@ class ProbeResult:
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-def _is(obj, name):
-    """``obj`` is an instance of the transformers class ``name`` (or a subclass), without importing it."""
-    return any(c.__name__ == name and c.__module__.startswith("transformers.") for c in type(obj).__mro__)
-
-
-def _family(block) -> Family:
-    if _is(block, "BertLayer"):
-        return Family.BERT
-    if _is(block, "GPT2Block"):
-        return Family.GPT2
-    if isinstance(block, nn.TransformerEncoderLayer):
-        return Family.TORCH
-    return Family.CUSTOM
-
-
-def _find_blocks(model):
-    """-> (container, blocks) for the supported families, looking at ``model`` and its ``base_model``."""
-    candidates = [model]
-    base = getattr(model, "base_model", None)
-    if isinstance(base, nn.Module) and base is not model:
-        candidates.append(base)
-    for m in candidates:
-        if _is(m, "BertModel"):
-            return m, list(m.encoder.layer)
-        if _is(m, "GPT2Model"):
-            return m, list(m.h)
-        if isinstance(m, nn.TransformerEncoder):
-            return m, list(m.layers)
-    raise ValueError(f"could not find transformer blocks in {type(model).__name__}; pass blocks=[...] "
-                     "(the modules applied in sequence to (B, T, d) hidden states)")
-
-
-def _attention_module(block):
-    """-> (self-attention module, None) or (None, why not)."""
-    fam = _family(block)
-    if fam is Family.BERT:
-        return block.attention.self, None
-    if fam is Family.GPT2:
-        return block.attn, None
-    if fam is Family.TORCH:
-        return block.self_attn, None
-    found = [m for m in block.modules()
-             if isinstance(m, nn.MultiheadAttention) or _is(m, "BertSelfAttention") or _is(m, "GPT2Attention")]
-    if len(found) != 1:
-        return None, (f"{type(block).__name__} holds {len(found)} recognised attention modules "
-                      "(nn.MultiheadAttention, BertSelfAttention, GPT2Attention); need exactly one")
-    return found[0], None
-
-
-def _qkv_slices(attn):
-    """-> [(parameter, index)] for W_Q, W_K, W_V, or None."""
-    if isinstance(attn, nn.MultiheadAttention):
-        if not attn._qkv_same_embed_dim:
-            return [(attn.q_proj_weight, ...), (attn.k_proj_weight, ...), (attn.v_proj_weight, ...)]
-        E = attn.embed_dim  # in_proj_weight (3E, E): rows [W_Q; W_K; W_V]
-        return [(attn.in_proj_weight, slice(i * E, (i + 1) * E)) for i in range(3)]
-    if _is(attn, "BertSelfAttention"):
-        return [(attn.query.weight, ...), (attn.key.weight, ...), (attn.value.weight, ...)]
-    if _is(attn, "GPT2Attention") and not attn.is_cross_attention:
-        E = attn.split_size  # Conv1D c_attn.weight (d, 3E), y = x @ W: columns [W_Q | W_K | W_V]
-        return [(attn.c_attn.weight, (slice(None), slice(i * E, (i + 1) * E))) for i in range(3)]
-    return None
-
-
-def _width(block):
-    """The hidden size a block expects, or None if it cannot be told."""
-    fam = _family(block)
-    if fam is Family.BERT:
-        return block.attention.self.query.in_features
-    if fam is Family.GPT2:
-        return block.ln_1.normalized_shape[-1]
-    attn, _ = _attention_module(block)
-    return attn.embed_dim if isinstance(attn, nn.MultiheadAttention) else None
-
-
-def _capture(store):
-    """Forward hook (with kwargs) appending, per call, ``(shape of A, Y^(2) rows, entropy rows)``.
-
-    Rows are averaged over heads, (B, H, T, T) -> (B, T), in float64 as soon as the weights exist,
-    so no (L, B, H, T, T) stack is ever held.
-    """
-    def hook(module, args, kwargs, output):
-        w = output[1] if isinstance(output, (tuple, list)) and len(output) > 1 else None
-        if isinstance(module, nn.MultiheadAttention) and (w is None or w.ndim != 4):  # not per head
-            bound = inspect.signature(module.forward).bind(*args, **kwargs)
-            bound.arguments.update(need_weights=True, average_attn_weights=False)
-            with torch.no_grad():  # .forward, not __call__: no hooks, no recursion
-                w = module.forward(*bound.args, **bound.kwargs)[1]
-        if w is None or w.ndim != 4:
-            store.append(None if w is None else (tuple(w.shape), None, None))
-            return
-        w = w.detach().double()
-        store.append((tuple(w.shape), attention_ipr(w).mean(1), attention_entropy(w).mean(1)))
-    return hook
-
-
-def _masks(key_mask, causal, T, dtype, device):
-    """-> allowed (B|1, 1, T, T) bool and the additive float mask with finfo.min where not allowed."""
-    allowed = torch.ones(1, 1, T, T, dtype=torch.bool, device=device)
+def masks(B, T, *, causal, window, key_mask, dtype, device):
+    """-> allowed (B|1, 1, T, T) bool and the additive float mask with ``finfo.min`` where not allowed."""
+    i = torch.arange(T, device=device)
+    allowed = torch.ones(T, T, dtype=torch.bool, device=device)
+    if causal:
+        allowed &= i[None, :] <= i[:, None]
+    if window is not None:
+        allowed &= i[None, :] > i[:, None] - window  # HF's sliding_window_overlay: key s > t - window
+    allowed = allowed[None, None]
     if key_mask is not None:
         allowed = allowed & key_mask[:, None, None, :]
-    if causal:
-        allowed = allowed & torch.ones(T, T, dtype=torch.bool, device=device).tril()
     additive = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
     return allowed, additive
 
 
-def _run_block(block, h, *, causal, key_mask, additive):
-    fam = _family(block)
-    if fam is Family.BERT:
-        return block(h, attention_mask=additive, output_attentions=True)[0]
-    if fam is Family.GPT2:  # GPT2Attention applies its own causal mask; SDPA needs it in the mask once padded
-        return block(h, attention_mask=None if key_mask is None else additive)[0]
-    if fam is Family.TORCH:
-        T = h.shape[1]
-        src_mask = ~torch.ones(T, T, dtype=torch.bool, device=h.device).tril() if causal else None  # True: masked
-        pad = None if key_mask is None else ~key_mask
-        bf = block.self_attn.batch_first
-        out = block(h if bf else h.transpose(0, 1), src_mask=src_mask, src_key_padding_mask=pad, is_causal=causal)
-        return out if bf else out.transpose(0, 1)
-    out = block(h)
-    return out[0] if isinstance(out, (tuple, list)) else out
+def _attention_stats(w, B, T, name):
+    """Weights (B, H, T, T) of one block -> ((IPR rows, entropy rows) each (B, T) in the measure dtype, None), or
+    (None, why not). Rows are averaged over heads at once, so no (L, B, H, T, T) stack is ever held."""
+    if not isinstance(w, torch.Tensor):
+        return None, (f"block {name}: its attention module returned no weights" if w is None else
+                      f"block {name}: the adapter's weights() returned {type(w).__name__}")
+    if w.ndim != 4 or w.shape[0] != B or w.shape[-2:] != (T, T):
+        return None, f"block {name}: attention weights of shape {tuple(w.shape)}, expected (B, H, T, T) = ({B}, H, {T}, {T})"
+    w = w.detach()
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError(f"block {name}: the attention weights are not finite (the logits overflowed in {w.dtype}; "
+                         "are the inputs' norms far from those the model expects?)")
+    w = w.float() if w.dtype in HALF else w
+    return (attention_ipr(w).mean(1), attention_entropy(w).mean(1)), None
+
+
+def _runnable(block, work):
+    """The module to call: the block itself, or a float32 copy of a half-precision block."""
+    param = next(block.parameters(), None)
+    if param is None or param.dtype not in HALF:
+        return block
+    return copy.deepcopy(block).to(work)
+
+
+def _apply(adapter, h, key_mask, names, *, weights):
+    """Run the blocks on ``h`` (grad mode set by the caller) -> (states, per-block stats or why-not, modules run)."""
+    B, T, _ = h.shape
+    pos = torch.arange(T, device=h.device)[None].expand(B, T)
+    states, stats, ran = [h], [], []
+    for i, block in enumerate(adapter.blocks):
+        run = _runnable(block, h.dtype)
+        allowed, additive = masks(B, T, causal=adapter.causal, window=adapter.window_of(block), key_mask=key_mask,
+                                  dtype=h.dtype, device=h.device)
+        ctx = BlockCall(additive, allowed, pos, None if adapter.rotary is None else adapter.rotary(states[-1], pos),
+                        weights, adapter.causal, key_mask)
+        attn, why = adapter.attention_of(run) if weights else (None, "not requested (weights=False)")
+        store, handle = [], None
+        if attn is not None:
+            handle = attn.register_forward_hook(
+                lambda m, a, k, o: store.append(adapter.read_weights(m, a, k, o)), with_kwargs=True)
+        try:
+            out = adapter.run(run, states[-1], ctx)
+        finally:
+            if handle is not None:
+                handle.remove()
+        if not isinstance(out, torch.Tensor) or out.shape != h.shape:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"block {names[i]} must return hidden states of shape {tuple(h.shape)}; got {got}")
+        if not bool(torch.isfinite(out).all()):
+            raise ValueError(f"block {names[i]} produced NaN or inf hidden states")
+        if why is None and len(store) != 1:
+            why = (f"block {names[i]}: its attention module ran {len(store)} times, expected once"
+                   + (" (a fused fast path skipped it)" if not store else ""))
+        if why is not None:
+            stats.append((None, why if why.startswith("block") else f"block {names[i]}: {why}"))
+        else:
+            stats.append(_attention_stats(store[0], B, T, names[i]))
+        states.append(out)
+        ran.append(run)
+    return states, stats, ran
+
+
+def qkv_views(adapter, blocks):
+    """Per block, the views of ``W_Q, W_K, W_V`` in its attention module, or None if some cannot be found."""
+    views = []
+    for block in blocks:
+        attn, _ = adapter.attention_of(block)
+        v = None if attn is None else attention_views(attn)
+        if v is None:
+            return None
+        views.append([v["w_q"], v["w_k"], v["w_v"]])
+    return views
+
+
+def _grad_norms(value, views):
+    """``||d value / dW_{Q,K,V}||_F`` per block, (L, 3), for the views of the modules actually run."""
+    params = list({id(v.param): v.param for vs in views for v in vs}.values())
+    if any(not p.requires_grad for p in params):
+        raise ValueError("grads=True needs the query/key/value weights to have requires_grad=True")
+    g = dict(zip(map(id, params), torch.autograd.grad(value.reshape(()), params, allow_unused=True)))
+    norms = [[0.0 if g[id(v.param)] is None else float(v.of(g[id(v.param)]).double().norm()) for v in vs]
+             for vs in views]
+    if not all(map(lambda n: n == n and n != float("inf"), (n for row in norms for n in row))):
+        raise ValueError("the gradient norms overflowed (inf or NaN): scale the loss down, or probe in float64")
+    return torch.tensor(norms, dtype=torch.float64)
 
 
 def _geometry(h, m):
@@ -243,170 +216,174 @@ def _geometry(h, m):
     return cos, q, (gram * pair).sum((-1, -2)) / npair
 
 
-def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, attention_mask=None, causal=None,
-          loss=None, grads: bool = False, pairs: bool = False) -> ProbeResult:
+def _width(adapter, block):
+    """The hidden size a block expects, or None if it cannot be told."""
+    try:
+        return describe_block(block).d
+    except ValueError:
+        attn, _ = adapter.attention_of(block)
+        return attn.embed_dim if isinstance(attn, nn.MultiheadAttention) else None
+
+
+def _key_mask(attention_mask, adapter, B, T, unbatched, device):
+    if attention_mask is None:
+        return None
+    if not adapter.masked:
+        raise ValueError("attention_mask cannot be passed to custom blocks (probe calls them as block(h)); mask inside "
+                         "the blocks, or give an adapter whose call applies ctx.mask")
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor; got {type(attention_mask).__name__}")
+    key_mask = attention_mask[None] if unbatched else attention_mask
+    if key_mask.shape != (B, T):
+        want = f"({T},)" if unbatched else f"({B}, {T})"
+        raise ValueError(f"attention_mask must have shape {want}; got {tuple(attention_mask.shape)}")
+    if not bool(((key_mask == 0) | (key_mask == 1)).all()):
+        raise ValueError("attention_mask must hold 0/1 (or bool): 1 for real tokens, 0 for padding")
+    key_mask = key_mask.to(device=device, dtype=torch.bool)
+    if bool((key_mask.sum(-1) < 2).any()):
+        raise ValueError("attention_mask must leave at least 2 real tokens in every sequence")
+    if adapter.causal and not bool(key_mask[:, 0].all()):
+        raise ValueError("with causal=True every query must see a real key: pad on the right, not the left")
+    return key_mask
+
+
+def _check_positions(adapter, T):
+    """GPT-2 in transformers 4.x masks with a causal buffer of n_positions rows: longer sequences cannot run."""
+    for block in adapter.blocks[:1]:
+        attn, _ = adapter.attention_of(block)
+        buf = getattr(attn, "bias", None) if attn is not None else None
+        if isinstance(buf, torch.Tensor) and buf.ndim == 4 and buf.dtype == torch.bool and buf.shape[-1] < T:
+            raise ValueError(f"T = {T} exceeds the {buf.shape[-1]} positions of {type(attn).__name__}'s causal-mask "
+                             f"buffer (n_positions); build the model with n_positions >= {T}")
+
+
+def _prepare(model, x, blocks, adapter, causal, flags):
+    """Validate the arguments -> (adapter, hidden states (B, T, d), unbatched)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    if causal is not None:
+        causal = check_flag(causal, "causal")
+    for name, value in flags.items():
+        check_flag(value, name)
+    if adapter is not None:
+        if not isinstance(adapter, BlockAdapter):
+            raise TypeError(f"adapter must be a sigprop.BlockAdapter; got {type(adapter).__name__}")
+        if blocks is not None or causal is not None:
+            raise ValueError("give the blocks and causality in the adapter, not as blocks= / causal=")
+    else:
+        adapter = adapter_for(model, blocks, causal)
+    if any(p.is_meta for b in adapter.blocks for p in b.parameters()):
+        raise ValueError("the model's parameters are on the meta device (shapes without values): materialise and "
+                         "initialise it (model.to_empty(device=...), then its initialiser) before probing")
+    check_tensor(x, "x")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"x must have shape (B, T, d) or (T, d); got {tuple(x.shape)}")
+    h = x[None] if x.ndim == 2 else x
+    if h.shape[1] < 2:
+        raise ValueError(f"x needs T >= 2 tokens; got shape {tuple(x.shape)}")
+    width = _width(adapter, adapter.blocks[0])
+    if width is not None and h.shape[-1] != width:
+        raise ValueError(f"x must have last dimension d = {width} (the hidden size of "
+                         f"{type(adapter.blocks[0]).__name__}); got shape {tuple(x.shape)}")
+    param = next((p for b in adapter.blocks for p in b.parameters()), None)
+    if param is not None and (x.device != param.device or x.dtype != param.dtype):
+        raise ValueError(f"x must be on the model's device and dtype ({param.device}, {param.dtype}); "
+                         f"got ({x.device}, {x.dtype}): pass x.to(device, dtype)")
+    if adapter.masked:
+        _check_positions(adapter, h.shape[1])
+    return adapter, h, x.ndim == 2
+
+
+def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, adapter: BlockAdapter | None = None,
+          attention_mask=None, causal=None, loss=None, grads: bool = False, pairs: bool = False,
+          weights: bool = True) -> ProbeResult:
     """Token geometry and attention statistics of ``model``'s blocks on hidden states ``x``.
 
     Args:
-        model: a ``BertModel`` / ``GPT2Model`` / ``nn.TransformerEncoder`` (or a model wrapping one
-            as ``base_model``, e.g. ``BertForMaskedLM``), or any module when ``blocks`` is given.
+        model: a HuggingFace model (Llama, Qwen2, Mistral, GPT-NeoX, ViT, BERT, RoBERTa, GPT-2 and models
+            sharing their layers; bare or wrapped, e.g. ``LlamaForCausalLM``), an ``nn.TransformerEncoder``, or
+            any module when ``blocks`` or ``adapter`` is given.
         x: (B, T, d) or (T, d) hidden states fed to the first block; same device and dtype as the
-            blocks' parameters.
-        blocks: the modules applied in sequence to (B, T, d) hidden states (default: found).
+            blocks' parameters (half precision included: run in float32, module docstring).
+        blocks: the modules applied in sequence to (B, T, d) hidden states (default: found). Blocks of a
+            recognised family (e.g. ``model.h[:12]``) are called as the family's; others as ``block(h)``.
+        adapter: a :class:`~sigprop.BlockAdapter` saying how to run the blocks (instead of ``blocks``).
         attention_mask: (B, T) (or (T,)) key mask, 1 / True for real tokens; padded tokens are
-            masked as keys and left out of every mean. Not for custom blocks.
-        causal: mask keys after the query; default ``config.is_decoder`` for BERT, True for
-            GPT-2 (which cannot be False), False otherwise. Custom blocks get no mask: there it
-            only labels the result.
-        loss: callable of ``h^L`` (shaped like ``x``) returning a scalar; needs ``grads=True``.
+            masked as keys and left out of every mean. Not for blocks called as ``block(h)``.
+        causal: mask keys after the query; default the model's own (True for Llama-family, GPT-NeoX and GPT-2
+            blocks, which cannot be made non-causal for GPT-2; ``config.is_decoder`` for BERT), False otherwise.
+            Blocks called as ``block(h)`` get no mask: there it only labels the result.
+        loss: callable of ``h^L`` (shaped like ``x``; float32 for a half-precision model) returning a scalar;
+            needs ``grads=True``.
         grads: record ``||dloss/dW_{Q,K,V}||_F`` per block.
         pairs: also return the cosine of every token pair per block (``cosine_pairs``).
+        weights: read the attention weights (``ipr``, ``entropy``); False skips the eager attention.
 
     Returns:
         :class:`ProbeResult` (shapes there).
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-    container = None
-    if blocks is None:
-        container, blocks = _find_blocks(model)
-    else:
-        blocks = list(blocks)
-        if not blocks or not all(isinstance(b, nn.Module) for b in blocks):
-            raise ValueError("blocks must be a non-empty sequence of nn.Module "
-                             f"(the modules applied in sequence to (B, T, d) hidden states); got {blocks!r}")
-    check_tensor(x, "x")
-    if x.ndim not in (2, 3):
-        raise ValueError(f"x must have shape (B, T, d) or (T, d); got {tuple(x.shape)}")
-    unbatched = x.ndim == 2
-    h = x[None] if unbatched else x
-    B, T, d = h.shape
-    if T < 2:
-        raise ValueError(f"x needs T >= 2 tokens; got shape {tuple(x.shape)}")
-    width = _width(blocks[0])
-    if width is not None and d != width:
-        raise ValueError(f"x must have last dimension d = {width} (the hidden size of "
-                         f"{type(blocks[0]).__name__}); got shape {tuple(x.shape)}")
-    param = next((p for b in blocks for p in b.parameters()), None)
-    if param is not None and (x.device != param.device or x.dtype != param.dtype):
-        raise ValueError(f"x must be on the model's device and dtype ({param.device}, {param.dtype}); "
-                         f"got ({x.device}, {x.dtype}): pass x.to(device, dtype)")
-    if not isinstance(pairs, bool):
-        raise TypeError(f"pairs must be a bool; got {type(pairs).__name__}")
+    ad, h, unbatched = _prepare(model, x, blocks, adapter, causal,
+                                dict(grads=grads, pairs=pairs, weights=weights))
     if grads and not callable(loss):
         raise ValueError(f"grads=True needs loss, a callable of the last hidden state; got {loss!r}")
     if loss is not None and not grads:
         raise ValueError("loss is only used for gradient norms: pass grads=True as well")
-
-    families = {_family(b) for b in blocks}
-    family = families.pop() if len(families) == 1 else Family.CUSTOM
-    if causal is None:
-        causal = (any(_family(b) is Family.GPT2 for b in blocks)
-                  or (family is Family.BERT and all(b.attention.self.is_decoder for b in blocks)))
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be None or a bool; got {type(causal).__name__}")
-    if not causal and any(_family(b) is Family.GPT2 for b in blocks):
-        raise ValueError("GPT-2 blocks always apply a causal mask; got causal=False")
+    B, T, _ = h.shape
+    key_mask = _key_mask(attention_mask, ad, B, T, unbatched, h.device)
     notes = []
-    if family is Family.CUSTOM and causal:
+    if not ad.masked and ad.causal:
         notes.append("custom blocks get no mask from probe: causal=True only labels the result")
-
-    key_mask = None
-    if attention_mask is not None:
-        if any(_family(b) is Family.CUSTOM for b in blocks):
-            raise ValueError("attention_mask cannot be passed to custom blocks; mask inside the blocks instead")
-        if not isinstance(attention_mask, torch.Tensor):
-            raise TypeError(f"attention_mask must be a torch.Tensor; got {type(attention_mask).__name__}")
-        key_mask = attention_mask[None] if unbatched else attention_mask
-        if key_mask.shape != (B, T):
-            want = f"({T},)" if unbatched else f"({B}, {T})"
-            raise ValueError(f"attention_mask must have shape {want}; got {tuple(attention_mask.shape)}")
-        if not bool(((key_mask == 0) | (key_mask == 1)).all()):
-            raise ValueError("attention_mask must hold 0/1 (or bool): 1 for real tokens, 0 for padding")
-        key_mask = key_mask.to(device=h.device, dtype=torch.bool)
-        if bool((key_mask.sum(-1) < 2).any()):
-            raise ValueError("attention_mask must leave at least 2 real tokens in every sequence")
-    allowed, additive = _masks(key_mask, causal, T, h.dtype, h.device)
-    if not bool(allowed.any(-1).all()):
-        raise ValueError("with causal=True every query must see a real key: pad on the right, not the left")
-
-    attn_modules, why = zip(*(_attention_module(b) for b in blocks))
-    qkv = [None if a is None else _qkv_slices(a) for a in attn_modules]
-    if grads:
-        missing = [i for i, s in enumerate(qkv) if s is None]
-        if missing:
-            notes.append(f"no query/key/value weights found in block(s) {missing}: grad_q/k/v are None")
-        elif any(not p.requires_grad for s in qkv for p, _ in s):
-            raise ValueError("grads=True needs the query/key/value weights to have requires_grad=True")
-    if container is not None and (getattr(container, "ln_f", None) is not None
-                                  or getattr(container, "norm", None) is not None):
+    if h.dtype in HALF:
+        notes.append(f"{h.dtype} blocks run as float32 copies (float32 accumulation)")
+    if ad.final_norm is not None:
         notes.append("entries are block outputs: the model's final LayerNorm is not applied")
-
     names = {id(m): n for n, m in model.named_modules()}
-    block_names = tuple(names.get(id(b), f"blocks[{i}]") for i, b in enumerate(blocks))
-    modules = {id(m): m for root in (model, *blocks) for m in root.modules()}
+    names = tuple(names.get(id(b), f"blocks[{i}]") for i, b in enumerate(ad.blocks))
+    modules = {id(m): m for root in (model, *ad.blocks) for m in root.modules()}
     training = {k: m.training for k, m in modules.items()}
     if any(training.values()):
         notes.append("the model was in training mode: probed in eval mode (dropout off), mode restored")
-    stores = [[] for _ in blocks]
-    handles = []
+    grad_norms = None
     try:
         for m in modules.values():
             m.training = False
-        for a, store in zip(attn_modules, stores):
-            if a is not None:
-                handles.append(a.register_forward_hook(_capture(store), with_kwargs=True))
-        with torch.set_grad_enabled(grads):
-            states = [h]
-            for i, block in enumerate(blocks):
-                out = _run_block(block, states[-1], causal=causal, key_mask=key_mask, additive=additive)
-                if not isinstance(out, torch.Tensor) or out.shape != h.shape:
-                    got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-                    raise ValueError(f"block {block_names[i]} must return hidden states of shape {tuple(h.shape)}; "
-                                     f"got {got}")
-                if not bool(torch.isfinite(out).all()):
-                    raise ValueError(f"block {block_names[i]} produced NaN or inf hidden states")
-                states.append(out)
-            grad_norms = None
-            if grads and all(s is not None for s in qkv):
-                value = loss(states[-1][0] if unbatched else states[-1])
-                if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
-                    raise ValueError("loss must return a scalar tensor that depends on the hidden states")
-                params = list({id(p): p for s in qkv for p, _ in s}.values())
-                g = dict(zip(map(id, params), torch.autograd.grad(value.reshape(()), params, allow_unused=True)))
-                grad_norms = torch.tensor([[0.0 if g[id(p)] is None else float(g[id(p)][idx].double().norm())
-                                            for p, idx in s] for s in qkv], dtype=torch.float64)  # (L, 3)
+        with eager_attention(ad.eager if weights else ()), torch.set_grad_enabled(grads), \
+                threads_for(B * T * h.shape[-1] ** 2):
+            states, stats, ran = _apply(ad, h.float() if h.dtype in HALF else h, key_mask, names, weights=weights)
+            if grads:
+                views = qkv_views(ad, ran)
+                if views is None:
+                    notes.append("no query/key/value weights found in some block: grad_q/k/v are None")
+                else:
+                    value = loss(states[-1][0] if unbatched else states[-1])
+                    if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
+                        raise ValueError("loss must return a scalar tensor that depends on the hidden states")
+                    grad_norms = _grad_norms(value, views)
     finally:
-        for handle in handles:
-            handle.remove()
         for k, m in modules.items():
             m.training = training[k]
+    return _result(states, stats, key_mask, grad_norms, names, ad, notes, unbatched, pairs, weights)
 
-    weight = torch.ones(B, T, dtype=torch.float64, device=h.device) if key_mask is None else key_mask.double()
-    geometry = [_geometry(s.detach().double(), weight) for s in states]
-    pair_cos = torch.stack([cosine_matrix(s.detach().double()) for s in states]).cpu() if pairs else None
-    cosine, q, p = (torch.stack([g[j] for g in geometry]).cpu() for j in range(3))  # (L+1, B) each
+
+def _result(states, stats, key_mask, grad_norms, names, ad, notes, unbatched, pairs, weights):
+    B, T = states[0].shape[:2]
+    wide = widest_float(states[0].device)
+    weight = torch.ones(B, T, dtype=wide, device=states[0].device) if key_mask is None else key_mask.to(wide)
+    geometry = [_geometry(s.detach().to(wide), weight) for s in states]
+    cosine, q, p = (torch.stack([g[j] for g in geometry]).cpu().double() for j in range(3))  # (L+1, B) each
+    pair_cos = torch.stack([cosine_matrix(s.detach().to(wide)) for s in states]).cpu().double() if pairs else None
     ipr = entropy = by_position = None
-    unreadable = [f"block {block_names[i]}: {why[i]}" for i in range(len(blocks)) if why[i] is not None]
-    for i, store in enumerate(stores):
-        if why[i] is not None:
-            continue
-        if len(store) != 1:
-            unreadable.append(f"block {block_names[i]}: its attention module ran {len(store)} times, expected once"
-                              + (" (a fused fast path skipped it)" if not store else ""))
-        elif store[0] is None:
-            unreadable.append(f"block {block_names[i]}: its attention module returned no weights (HF models "
-                              "return them only when built with attn_implementation='eager')")
-        elif store[0][1] is None or store[0][0] != (B, store[0][0][1], T, T):
-            unreadable.append(f"block {block_names[i]}: attention weights of shape {store[0][0]}, "
-                              f"expected (B, H, T, T) = ({B}, H, {T}, {T})")
-    if unreadable:
+    unreadable = [why for _, why in stats if why is not None]
+    if not weights:
+        notes.append("attention weights not read (weights=False): ipr/entropy are None")
+    elif unreadable:
         notes.append("attention weights unavailable, ipr/entropy are None: " + "; ".join(unreadable))
     else:
-        by_position = torch.stack([s[0][1] for s in stores])  # (L, B, T)
-        ipr = ((by_position * weight).sum(-1) / weight.sum(-1)).cpu()
-        entropy = ((torch.stack([s[0][2] for s in stores]) * weight).sum(-1) / weight.sum(-1)).cpu()
-        by_position = by_position.cpu()
+        rows = torch.stack([s[0].to(wide) for s, _ in stats])  # (L, B, T)
+        w = weight.to(rows.device)
+        ipr = ((rows * w).sum(-1) / w.sum(-1)).cpu().double()
+        entropy = ((torch.stack([s[1].to(wide) for s, _ in stats]) * w).sum(-1) / w.sum(-1)).cpu().double()
+        by_position = rows.cpu().double()
 
     def squeeze(t, dim=1):
         return t.squeeze(dim) if (t is not None and unbatched) else t
@@ -417,5 +394,4 @@ def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, attention_mask=None
         grad_q=None if grad_norms is None else grad_norms[:, 0],
         grad_k=None if grad_norms is None else grad_norms[:, 1],
         grad_v=None if grad_norms is None else grad_norms[:, 2],
-        block_names=block_names, family=family.value, causal=causal, notes=tuple(notes),
-        cosine_pairs=squeeze(pair_cos))
+        block_names=names, family=ad.family, causal=ad.causal, notes=tuple(notes), cosine_pairs=squeeze(pair_cos))
