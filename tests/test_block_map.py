@@ -161,10 +161,10 @@ def _gelu_tanh(z):
 
 
 _PHI = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z, "gelu": lambda z: z * 0.5 * (1 + torch.erf(z / math.sqrt(2))),
-        "gelu_tanh": _gelu_tanh}
+        "gelu_tanh": _gelu_tanh, "silu": lambda z: z * torch.sigmoid(z)}
 
 
-@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", "tanh", "linear"])
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", "tanh", "linear", "silu"])
 @pytest.mark.parametrize("a, b, c", [(0.7, 1.9, 0.5), (1.0, 1.0, -0.3), (4.0, 0.25, 0.9)])
 def test_activation_kernel_against_monte_carlo(activation, a, b, c):
     # E[phi(u) phi(v)] for unequal variances (the Gram map's case): closed form (GELU, ReLU) or quadrature

@@ -204,12 +204,13 @@ def _agrees(est, theory):
 
 
 def test_gated_mlp_map_against_random_gated_mlps():
-    # W_2 (phi(W_1 x + b_1) * (W_3 x + b_3)) + b_2, SiLU (SwiGLU), d_ff != d; 3000 random MLPs
+    # W_2 (phi(W_1 x + b_1) * (W_3 x + b_3)) + b_2, SiLU (SwiGLU), d_ff != d; 3000 random MLPs on two tokens with
+    # exact overlaps q, p (given the tokens the pre-activations are exactly Gaussian: the map is exact at any width;
+    # random tokens would add a Jensen bias ~2/d, +5% here, from the spread of their norms)
     q, p, sw, sb, sw_out = 1.0, 0.35, 0.8, 0.05, 1.7
     g = torch.Generator().manual_seed(5)
     n, d, f = 3000, 48, 96
-    x = torch.randn(n, 2, d, generator=g, dtype=torch.float64)
-    x = math.sqrt(q) * torch.stack([x[:, 0], (p / q) * x[:, 0] + math.sqrt(1 - (p / q) ** 2) * x[:, 1]], 1)
+    x = math.sqrt(q) * sp.exact_equicorrelated_tokens(n, T=2, d=d, rho=p / q, generator=g, dtype=torch.float64)
 
     def normal(var, *shape):
         return math.sqrt(var) * torch.randn(n, *shape, generator=g, dtype=torch.float64)
@@ -307,9 +308,41 @@ def test_rms_and_layer_norm_differ_by_order_one_over_d():
         assert abs(float(est.mean)) <= 2.0 / d + Z * float(est.stderr)
 
 
-def test_maps_refuse_rope():
+def test_qp_maps_refuse_rope():
     cfg = sp.BlockConfig.from_beta(1.0, T=16, d=32, norm="pre", positions="rope")
-    for call in (lambda: th.block_map(1.0, 0.2, cfg, T=16), lambda: th.iterate_gram_map(np.eye(4), 1, cfg),
-                 lambda: th.cosine_vs_depth(cfg, 3, T=16), lambda: th.causal_ipr(1.0, 0.2, cfg, T=8)):
-        with pytest.raises(ValueError, match="rotary position embeddings"):
+    for call in (lambda: th.block_map(1.0, 0.2, cfg, T=16), lambda: th.cosine_vs_depth(cfg, 3, T=16),
+                 lambda: th.causal_ipr(1.0, 0.2, cfg, T=8)):
+        with pytest.raises(ValueError, match="rotary position embeddings.*iterate_gram_map"):
             call()
+
+
+def test_rope_logit_covariance():
+    # the Gram map's RoPE logits against the r2-theory report's Eq. (R1), derived independently:
+    # Cov(l_ts, l_t's') = sigma_a^2 G_tt' G_ss' c((s - t) - (s' - t')), c(D) = (2/d_k) sum_k cos(D theta_k);
+    # 40,000 draws (20,000 antithetic pairs: means are exactly 0), |MC - formula| <= Z SE per entry
+    from sigprop.block._attention import _logit_sampler
+    T, dk, theta = 8, 16, 100.0
+    cfg = sp.BlockConfig(d=32, heads=2, sigma_qk2=0.05, positions="rope", rope_theta=theta)
+    G = 0.4 * np.eye(T) + 0.6
+    a = _logit_sampler(G, cfg)(40_000, torch.Generator().manual_seed(0))
+    freqs = theta ** (-np.arange(0, dk, 2) / dk)
+    c = lambda D: 2 / dk * np.cos(D * freqs).sum()  # noqa: E731
+    for t, s, t2, s2 in ((3, 3, 3, 3), (3, 5, 3, 1), (6, 2, 1, 4), (0, 7, 7, 0)):
+        prod = (a[:20_000, t, s] * a[:20_000, t2, s2]).numpy()       # one of each antithetic pair
+        want = cfg.logit_var * G[t, t2] * G[s, s2] * c((s - t) - (s2 - t2))
+        assert sp.estimate(torch.from_numpy(prod)).agrees(want, z=Z), (t, s, t2, s2)
+
+
+@pytest.mark.parametrize("kw", [dict(norm="post", alpha_sa=0.0, mlp=False), dict(norm="pre", sigma_v2=1.0, sigma_w2=1.0)])
+def test_rope_gram_map_against_random_transformers(kw):
+    # attention-only blocks x <- LN(SA(x)) (rank collapse) and pre-LN blocks with an MLP, beta = 2, two heads of
+    # d_k = 64, T = 32, d = 128: the Gram map with RoPE agrees with random RoPE transformers (curve test), the map
+    # without positions does not (measured p = 1e-4 and 2e-4)
+    T, depth = 32, 5
+    cfg = sp.BlockConfig.from_beta(2.0, T=T, d=128, heads=2, positions="rope", **kw)
+    est = sp.mc_cosine_vs_depth(cfg, depth, T=T, inits=16, seqs=2, rho0=0.5, generator=0)
+    G0 = (1 - float(est.mean[0])) * np.eye(T) + float(est.mean[0])
+    rope = th.iterate_gram_map(G0, depth, cfg, generator=0).mean_cosine()
+    none = th.iterate_gram_map(G0, depth, dataclasses.replace(cfg, positions="none"), generator=0).mean_cosine()
+    assert _agrees(est, rope)
+    assert not sp.curve_agreement(est.samples[:, 1:], none[1:], level=1e-3, n_resamples=9999).passed

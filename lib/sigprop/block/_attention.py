@@ -25,11 +25,18 @@ row, which sums to one; removed by gain control) and ``sigma_bo2``. Parts beyond
   bias adds ``b_Q . W_K x_s``, so the logits of row ``t`` have the covariance of tokens with overlaps
   ``(q + e, p + e)``, ``e = sigma_bqk2 / (sigma_qk2 d)`` (:attr:`sigprop.BlockConfig.qk_bias`): ``Y2, Y_p`` are
   the REM's at ``(q + e, p + e)`` while the values keep ``(q, p)``;
-* **RoPE**: the logits of one query are no longer exchangeable across keys (the shared component is rotated
-  by position-dependent angles); its map is not implemented, and the maps refuse ``positions="rope"``.
+* **RoPE** (the r2-theory report on issue 25, Eq. (R1)): for fixed tokens ``Cov(l_ts, l_t's') = sigma_a^2 G_tt'
+  G_ss' c((s - t) - (s' - t'))`` with ``c(D) = (2/d_k) sum_k cos(D theta_k)``: the part of the logits shared by
+  all keys, which the softmax removes without positions, becomes a field over key positions, and after one
+  layer the Gram matrix is Toeplitz, not equicorrelated. No closed form of ``Y2`` or ``Y_p`` is known (the
+  effective-REM and GREM closures are off by tens of percent at ``p >= 0.9``), so the ``(q, p)`` maps refuse
+  ``positions="rope"``; the Gram map handles it exactly by sampling the logits' finite-``d_k`` law (Eq. (R2)).
 
-The Gram-matrix map (:func:`attention_gram`) averages ``A H A^T`` over logits ``a = sigma_a L_Q Z L^T``
-(``L L^T = H``, ``L_Q L_Q^T = H + e``) by Monte Carlo over ``Z`` (see ``sigprop.block._gram``).
+The Gram-matrix map (:func:`attention_gram`) averages ``A H A^T`` by Monte Carlo over the logits alone (no width,
+no values): without RoPE Gaussian logits ``a = sigma_a L_Q Z L^T`` (``L L^T = H``, ``L_Q L_Q^T = H + e``; App. B.1,
+the ``d_k -> infinity`` law); with RoPE the exact law at the config's ``d_k``: ``l_ts = (sigma_a / sqrt(d_k))
+(R_t u_t) . (R_s k_s)`` with the query and key vectors ``u = L_Q Z``, ``k = L_Q Z'`` (``Z, Z'`` standard normal ``(T,
+d_k)``; both biases enter, as RoPE turns the key bias with its position). See ``sigprop.block._gram``.
 """
 from __future__ import annotations
 
@@ -121,13 +128,34 @@ def _factor(H):
     return torch.from_numpy(U * np.sqrt(np.clip(lam, 0.0, None)))   # H = L L^T (PSD part)
 
 
-def attention_gram(H, c, samples: int, g: torch.Generator):
-    """``(sigma_o2 (sigma_v2 E[A H' A^T] + sigma_bv2) + sigma_bo2, E[sum_s A_ts^2])`` for the attention on input
-    Gram ``H (T, T)`` (``H' = C H C`` with gain control), by ``samples`` antithetic logit draws."""
+def _logit_sampler(H, c):
+    """``draw(m, g) -> (m, T, T)`` logits in antithetic pairs (``a, -a``) for the attention on input Gram ``H``."""
     T = H.shape[0]
     sigma_a = float(np.sqrt(c.logit_var))
     L = _factor(H)
     Lq = L if c.qk_bias == 0 else _factor(H + c.qk_bias)
+    if c.positions != "rope":
+        def draw(m, g):
+            Z = torch.randn(m // 2, T, T, generator=g, dtype=torch.float64)
+            return sigma_a * (Lq @ torch.cat([Z, -Z]) @ L.T)
+        return draw
+    cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, "cpu", torch.float64)
+    dk = c.head_dim
+
+    def draw_rope(m, g):
+        Z = torch.randn(m // 2, T, dk, generator=g, dtype=torch.float64)
+        K = apply_rope(Lq @ torch.randn(m // 2, T, dk, generator=g, dtype=torch.float64), cos, sin)
+        U = apply_rope(Lq @ Z, cos, sin)
+        a = (sigma_a / np.sqrt(dk)) * (U @ K.transpose(-1, -2))
+        return torch.cat([a, -a])
+    return draw_rope
+
+
+def attention_gram(H, c, samples: int, g: torch.Generator):
+    """``(sigma_o2 (sigma_v2 E[A H' A^T] + sigma_bv2) + sigma_bo2, E[sum_s A_ts^2])`` for the attention on input
+    Gram ``H (T, T)`` (``H' = C H C`` with gain control), by ``samples`` antithetic logit draws."""
+    T = H.shape[0]
+    draw = _logit_sampler(H, c)
     Hv = H
     if c.gain_control:
         C = np.eye(T) - 1.0 / T
@@ -139,8 +167,7 @@ def attention_gram(H, c, samples: int, g: torch.Generator):
     done = 0
     while done < samples:
         m = min(_CHUNK, samples - done) // 2 * 2
-        Z = torch.randn(m // 2, T, T, generator=g, dtype=torch.float64)
-        a = sigma_a * (Lq @ torch.cat([Z, -Z]) @ L.T)  # antithetic pairs
+        a = draw(m, g)
         if mask is not None:
             a = a.masked_fill(mask, float("-inf"))
         A = torch.softmax(a, dim=-1)

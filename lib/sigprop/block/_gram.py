@@ -12,7 +12,9 @@ limit at fixed ``T``, weights averaged, layers independent), through the same bl
 * **attention** on input Gram ``H``: the logits are Gaussian with ``E[a_ts a_t's'] = sigma_a^2 H_tt'
   H_ss'`` (App. B.1, Eq. (9), with ``sigma_a^2 = logit_scale^2 d_k (sigma_qk2 d)^2``; a query bias adds
   ``e`` to ``H_tt'``), i.e. ``a = sigma_a L_Q Z L^T`` with ``Z`` a ``T x T`` matrix of independent standard
-  normals. Averaging over the values, the output Gram is ``sigma_o2 (sigma_v2 E[A H A^T] + sigma_bv2) +
+  normals; with rotary embeddings (``positions="rope"``) the logits are drawn from their exact law at the
+  config's ``d_k`` instead, the query and key vectors turned by their positions (``sigprop.block._attention``;
+  r2-theory report, Eqs. (R1)-(R2), (R12)). Averaging over the values, the output Gram is ``sigma_o2 (sigma_v2 E[A H A^T] + sigma_bv2) +
   sigma_bo2`` (``A`` the masked softmax of ``a``; with gain control ``H`` is replaced by ``C H C``, ``C`` the
   centring along the sequence, and the value bias drops). ``E[A H A^T]`` has no closed form for a general
   ``H``, so it is integrated by Monte Carlo over ``Z`` alone (no width, no weights): ``samples`` draws per
@@ -160,7 +162,6 @@ def _block(G, c: BlockConfig, samples: int, g: torch.Generator):
 def _check(config, samples):
     if not isinstance(config, BlockConfig):
         raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
-    refuse_rope(config)
     samples = check_int(samples, "samples", minimum=2)
     return samples + samples % 2
 
@@ -216,7 +217,7 @@ def causal_ipr(q, p, config: BlockConfig, *, T: int) -> np.ndarray:
     """
     if not isinstance(config, BlockConfig):
         raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
-    refuse_rope(config)
+    refuse_rope(config, "causal_ipr (a REM quadrature) does")
     T = check_int(T, "T", minimum=2)
     qa, pa = (float(v) for v in check_overlaps(q, p, strict=False))
     sigma = float(np.sqrt(config.logit_var * (qa + config.qk_bias) * max(qa - pa, 0.0)))

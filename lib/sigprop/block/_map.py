@@ -30,7 +30,8 @@ token, of squared norm ``p + (q - p)/T -> p``, which would be negative; issue 26
 
 **Finite T.** With ``T`` given, each attention layer uses the exact finite-``T`` ``E Y^(2)`` and, with
 ``cross_overlap="rem"``, the exact ``Y_p`` of two correlated REM rows (:func:`sigprop.theory.attention_map`).
-RoPE (``positions="rope"``) is not modelled: the maps refuse it.
+RoPE (``positions="rope"``) has no ``(q, p)`` map: these maps refuse it; :func:`sigprop.theory.iterate_gram_map`
+handles it (``sigprop.block._attention``).
 """
 from __future__ import annotations
 
@@ -96,14 +97,14 @@ def _from_config(config, T, params):
     return dict(config.map_params(T), cross_overlap=cross)
 
 
-def refuse_rope(config):
+def refuse_rope(config, where="the (q, p) maps"):
     if config.positions == "rope":
-        raise ValueError("the maps do not model rotary position embeddings (positions='rope'): with RoPE the logits "
+        raise ValueError(f"{where} do not model rotary position embeddings (positions='rope'): with RoPE the logits "
                          "of one query against the keys are not exchangeable (the shared component is rotated by "
-                         "position-dependent angles), so Result 1's REM does not apply, and the logit covariance "
-                         "and attention map under RoPE are not derived yet (issue 25). Use "
-                         "dataclasses.replace(config, positions='none') for the same block without RoPE, or "
-                         "measure it with sp.mc_cosine_vs_depth")
+                         "position-dependent angles), the Gram matrix becomes Toeplitz after one layer, and no closed "
+                         "form of the REM quantities is known (issue 25). Use sp.theory.iterate_gram_map, which samples "
+                         "the logits' exact law with RoPE, or dataclasses.replace(config, positions='none') for the "
+                         "same block without positions")
 
 
 def _parameters(config, T, params):
