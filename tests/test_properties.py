@@ -101,16 +101,18 @@ def test_covariance_is_psd(seed, n, N, d, rho):
        alpha_sa=st.floats(0.01, 3.0), alpha_mlp=st.floats(0.01, 3.0), sigma_w2=st.floats(0.0, 4.0),
        sigma_b2=st.floats(0.0, 1.0), sigma_v2=st.floats(0.0, 4.0),
        norm=st.sampled_from(["post", "pre", "none"]), gain=st.booleans(),
-       activation=st.sampled_from(["relu", "tanh", "linear", "gelu", "gelu_tanh"]),
+       activation=st.sampled_from(["relu", "tanh", "linear", "gelu", "gelu_tanh", "silu"]),
        sigma_o2=st.floats(0.0, 3.0), sigma_bv2=st.floats(0.0, 1.0), sigma_bo2=st.floats(0.0, 1.0),
-       sigma_w2_out=st.floats(0.0, 4.0))
+       sigma_w2_out=st.floats(0.0, 4.0), gated=st.booleans(), parallel=st.booleans(), qk_bias=st.floats(0.0, 5.0))
 def test_block_map_keeps_overlaps_ordered(q, frac, beta, alpha_sa, alpha_mlp, sigma_w2, sigma_b2, sigma_v2, norm,
-                                         gain, activation, sigma_o2, sigma_bv2, sigma_bo2, sigma_w2_out):
+                                         gain, activation, sigma_o2, sigma_bv2, sigma_bo2, sigma_w2_out, gated,
+                                         parallel, qk_bias):
     p = frac * q
     qn, pn = sp.theory.block_map(q, p, beta=beta, alpha_sa=alpha_sa, alpha_mlp=alpha_mlp, sigma_w2=sigma_w2,
-                                 sigma_b2=sigma_b2, sigma_v2=sigma_v2, norm=norm, gain_control=gain,
-                                 activation=activation, sigma_o2=sigma_o2, sigma_bv2=sigma_bv2, sigma_bo2=sigma_bo2,
-                                 sigma_w2_out=sigma_w2_out)
+                                 sigma_b2=sigma_b2, sigma_v2=sigma_v2, norm="pre" if parallel else norm,
+                                 gain_control=gain, activation=activation, sigma_o2=sigma_o2, sigma_bv2=sigma_bv2,
+                                 sigma_bo2=sigma_bo2, sigma_w2_out=sigma_w2_out, gated=gated, parallel=parallel,
+                                 qk_bias=qk_bias)
     assert math.isfinite(qn) and math.isfinite(pn)
     assert qn > 0
     assert -1e-12 * qn <= pn <= qn * (1 + 1e-12)
@@ -181,14 +183,18 @@ def test_same_seed_bit_identical_on_cpu(seed):
        mlp=st.booleans(), sigma_b2=st.sampled_from([0.0, 0.2]), alpha=st.floats(0.0, 2.0),
        branch=st.floats(0.0, 2.0), ln_center=st.booleans(), sigma_o2=st.sampled_from([None, 0.7]),
        sigma_bv2=st.sampled_from([0.0, 0.3]), sigma_bo2=st.sampled_from([0.0, 0.1]),
-       gelu=st.sampled_from([None, "gelu", "gelu_tanh"]))
+       gelu=st.sampled_from([None, "gelu", "gelu_tanh", "silu"]), gated=st.booleans(), mqa=st.booleans(),
+       rope=st.booleans(), parallel=st.booleans(), sigma_bqk2=st.sampled_from([0.0, 0.2]))
 def test_fast_forward_matches_reference_loop(seed, norm, heads, gain, causal, activation, mlp, sigma_b2, alpha,
-                                             branch, ln_center, sigma_o2, sigma_bv2, sigma_bo2, gelu):
-    # the off-the-shelf pieces (W_O, value and output biases, GELU in both forms) in every combination
-    cfg = sp.BlockConfig(d=8, heads=heads, norm=norm, gain_control=gain, causal=causal, activation=gelu or activation,
-                         mlp=mlp, sigma_b2=sigma_b2, alpha_sa=alpha, alpha_mlp=alpha, branch_sa=branch,
-                         branch_mlp=branch, sigma_qk2=0.3, ln_center=ln_center, sigma_o2=sigma_o2,
-                         sigma_bv2=sigma_bv2, sigma_bo2=sigma_bo2)
+                                             branch, ln_center, sigma_o2, sigma_bv2, sigma_bo2, gelu, gated, mqa, rope,
+                                             parallel, sigma_bqk2):
+    # the off-the-shelf pieces (W_O, value, output and q/k biases, GELU in both forms, SiLU, gated MLPs, multi-query
+    # heads, RoPE, parallel residuals) in every combination
+    cfg = sp.BlockConfig(d=8, heads=heads, norm="pre" if parallel else norm, gain_control=gain, causal=causal,
+                         activation=gelu or activation, mlp=mlp, sigma_b2=sigma_b2, alpha_sa=alpha, alpha_mlp=alpha,
+                         branch_sa=branch, branch_mlp=branch, sigma_qk2=0.3, ln_center=ln_center, sigma_o2=sigma_o2,
+                         sigma_bv2=sigma_bv2, sigma_bo2=sigma_bo2, gated=gated, kv_heads=1 if mqa else None,
+                         positions="rope" if rope else "none", parallel=parallel, sigma_bqk2=sigma_bqk2)
     params = sp.sample_transformer(cfg, 3, inits=2, generator=seed, dtype=torch.float64)
     x = sp.gaussian_tokens(2, 3, T=5, d=8, generator=seed + 1, dtype=torch.float64)
     with torch.no_grad():
