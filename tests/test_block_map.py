@@ -304,3 +304,4 @@ def test_maps_return_named_results():
     assert isinstance(traj, sp.BlockTrajectory) and np.allclose(traj.cosine, p / q) and traj.cosine.shape == (5,)
     curve = th.cosine_vs_depth(4, beta=0.5, rho0=0.2)
     np.testing.assert_allclose(curve.rho, traj.cosine, rtol=1e-12)
+    np.testing.assert_allclose(th.cosine_vs_depth(depth=4, beta=0.5, rho0=0.2).rho, curve.rho, rtol=0)

@@ -48,7 +48,7 @@ def _ipr(P, q, p, T):
     return np.array([rem_quadrature(float(s), float(t))[0] for s, t in zip(sig.ravel(), TT.ravel())]).reshape(sig.shape)
 
 
-def cosine_vs_depth(config, depth=None, *, T=None, rho0=0.0, q0=1.0, **params) -> CosineCurve:
+def cosine_vs_depth(config=None, depth=None, *, T=None, rho0=0.0, q0=1.0, **params) -> CosineCurve:
     """The mean token cosine after each block and each block's attention IPR, from the block map.
 
     ``cosine_vs_depth(config, depth, T=T, rho0=...)``: the block ``config`` samples (as
@@ -57,7 +57,7 @@ def cosine_vs_depth(config, depth=None, *, T=None, rho0=0.0, q0=1.0, **params) -
     infinity map with the keywords of :func:`sigprop.theory.block_map`, all broadcasting (``rho0 >= 0``).
     Returns :class:`CosineCurve` ``(rho, y2)``.
     """
-    if depth is None and not isinstance(config, BlockConfig):
+    if depth is None and not isinstance(config, BlockConfig):   # cosine_vs_depth(depth, beta=...)
         config, depth = None, config
     depth = check_int(depth, "depth", minimum=0)
     r0 = check_range(rho0, "rho0", -1.0, 1.0)
