@@ -23,10 +23,12 @@ from sigprop.experiments import _aghajanyan_sec9, _locater, _regimes, provenance
 PROVENANCE = {"command", "date", "git_commit", "machine", "torch", "cpu_capability", "threads"}
 #: Recorded rows known to sit too near their status boundary, each with the re-recording that fixes it. Kept exact
 #: (tested): a row that clears its margin must leave this list, and no other row may join it. The rank-collapse
-#: regime's three recorded seeds close 0.18-0.42 of the gap (0.34 +- 0.08, 2.1 SE from 0.5): eight seeds
-#: (RECORD_SEEDS) need ~20 minutes of two quiet CPU cores, which the machine this was written on did not have.
-PENDING = {"gg2025-fig1f-rank-collapse-fails": "python -m sigprop.experiments regimes --size record --threads 2 "
-                                               "--only 0 --out lib/sigprop/experiments/records/gg2025_regimes_record.json"}
+#: regime's three recorded seeds close 0.18-0.42 of the gap (0.34 +- 0.08, 2.1 SE from 0.5): eight seeds need ~20
+#: minutes of two quiet CPU cores, which the machine this was written on did not have.
+PENDING = {"gg2025-fig1f-rank-collapse-fails": (
+    "set RECORD_SEEDS = {REGIMES[0].label: 8} in sigprop/experiments/_regimes.py, then `python -m sigprop.experiments "
+    "regimes --size record --threads 2 --only 0 --out lib/sigprop/experiments/records/gg2025_regimes_record.json` "
+    "and `make ledger`")}
 
 
 def test_status_rules():

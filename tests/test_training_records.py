@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from sigprop import claims
-from sigprop.experiments import (RECORD_SEEDS, REGIMES, aghajanyan_sec9, locater, run_regimes, seed_prediction,
-                                 seed_summary)
+from sigprop.experiments import (RECORD_SEEDS, REGIMES, SIZES, aghajanyan_sec9, load_record, locater, run_regimes,
+                                 seed_prediction, seed_summary)
 from sigprop.experiments._regimes import save_record
 
 PROVENANCE = {"command", "date", "git_commit", "machine", "torch", "cpu_capability", "threads", "seeds"}
@@ -73,12 +73,19 @@ def test_sec9_seed_replays_in_distribution():
         assert abs(fresh[key] - mean) <= half, (key, fresh[key], mean, half)
 
 
-def test_record_seeds_and_a_partial_rerecording(tmp_path):
+def test_the_regimes_record_holds_the_seeds_of_its_size():
+    runs, _ = load_record()
+    assert {label: r.eval_loss.shape[1] for label, r in runs.items()} == {
+        r.label: RECORD_SEEDS.get(r.label, SIZES["record"]["seeds"]) for r in REGIMES}
+
+
+def test_record_seeds_and_a_partial_rerecording(tmp_path, monkeypatch):
     # the record size trains RECORD_SEEDS where three seeds do not decide a status; --only replaces those regimes in
     # an existing record, each with its own provenance
     rank, gain = REGIMES[0], REGIMES[4]
+    monkeypatch.setitem(RECORD_SEEDS, rank.label, 5)
     runs = run_regimes("record", regimes=[rank, gain], stop_at=0, progress=False)
-    assert runs[rank.label].eval_loss.shape[1] == RECORD_SEEDS[rank.label] and runs[gain.label].eval_loss.shape[1] == 3
+    assert runs[rank.label].eval_loss.shape[1] == 5 and runs[gain.label].eval_loss.shape[1] == 3
     path = tmp_path / "record.json"
     save_record(runs, str(path), size="record", command="python -m sigprop.experiments regimes --size record")
     again = run_regimes("record", regimes=[gain], stop_at=0, progress=False, generator=8)
