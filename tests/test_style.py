@@ -139,3 +139,20 @@ def test_under_ipython_figures_are_retina():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith("ok")
+
+
+def test_pandas_columns_are_not_cut_and_pandas_is_never_imported():
+    result = _run("""
+        import sys
+        import sigprop.course._style as style
+        style.use_book_style()
+        assert "pandas" not in sys.modules, "use_book_style imported pandas"
+        import pandas as pd
+        style.use_book_style()
+        assert pd.get_option("display.max_colwidth") is None
+        text = "post-LN, beta = 3, alpha_SA = 1, 24 blocks, T = 64, and a long tail of words"
+        assert text in pd.DataFrame({"stack": [text]}).to_html()
+        print("ok")
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok")

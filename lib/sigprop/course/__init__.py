@@ -1,1 +1,31 @@
-"""What the book's pages use beyond the science: the book's figure style and the exercise checkers."""
+"""What the book's pages use beyond the science: ``sp.course``.
+
+The flat namespace keeps the exercise checkers (``sp.check_function``) and the figure style
+(``sp.use_book_style``). The page helpers live here, one concept per module, and are re-exported below from
+each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal):
+
+* ``_tables``: the book's one test level and how a page prints and decides a check -- ``LEVEL``, ``curve_test``,
+  ``verdict``, ``pm`` (mean ± SE), ``sci``, ``pvalue``, ``glue`` (numbers for the prose);
+* ``_compare``: random transformers against their block map, block by block (``compare_depth``);
+* ``_records``: readers of the committed records a page replays (finite-size ladders, training runs, the ledger);
+* ``_plots``: figure helpers shared by pages (trainability diagrams, training curves);
+* ``_layers``: small Monte Carlo helpers used only by the synthesis pages;
+* ``_explorer``: the trainability explorer (synthesis).
+
+Pages write ``sp.course.pm(est)``; nothing here is imported by the science folders.
+"""
+from ._tables import (
+    LEVEL as LEVEL, N_RESAMPLES as N_RESAMPLES, Z_POINT as Z_POINT, curve_test as curve_test, glue as glue,
+    pm as pm, point_verdict as point_verdict, pvalue as pvalue, sci as sci, verdict as verdict, zscore as zscore,
+)
+from ._compare import DepthComparison as DepthComparison, compare_depth as compare_depth
+from ._records import (
+    first_step_below as first_step_below, ledger_table as ledger_table, record_maps as record_maps, record_rung as record_rung,
+    training_summary as training_summary, yp_shift as yp_shift,
+)
+from ._plots import (
+    PHASE_COLORS as PHASE_COLORS, PHASE_COLORS_PALE as PHASE_COLORS_PALE, plot_diagram as plot_diagram,
+    plot_training as plot_training,
+)
+from ._layers import mc_layer_ipr as mc_layer_ipr, mc_overlap_ratio_vs_depth as mc_overlap_ratio_vs_depth
+from ._explorer import Exploration as Exploration, explore as explore

@@ -18,8 +18,11 @@ sharp on high-density screens and when zoomed. Layout uses matplotlib's constrai
 which also makes room for colorbars and suptitles (an explicit ``fig.tight_layout()`` then
 switches that figure to tight layout, with a warning from matplotlib: drop the call).
 
+Tables: where the page has imported pandas, :data:`BOOK_PANDAS` is set too, so that a column of text
+(a stack's title, a verdict) is shown whole instead of being cut at 50 characters with "...".
+
 matplotlib, and IPython where present, are imported only inside :func:`use_book_style`;
-importing :mod:`sigprop` imports neither.
+importing :mod:`sigprop` imports neither, and pandas is never imported by it.
 """
 from __future__ import annotations
 
@@ -57,6 +60,10 @@ BOOK_RC = {
 }
 
 
+#: pandas display options set by :func:`use_book_style` when the page has imported pandas.
+BOOK_PANDAS = {"display.max_colwidth": None}
+
+
 def use_book_style() -> None:
     """Set the book's matplotlib style; call once in each notebook's import cell.
 
@@ -64,7 +71,8 @@ def use_book_style() -> None:
     most :data:`MAX_FIGURE_WIDTH` in wide when a notebook sets ``figsize`` itself; fonts
     10-12 pt; constrained layout) and, when running under IPython, switches the inline
     backend to ``retina`` PNGs. Idempotent: a second call changes nothing. Outside IPython
-    (scripts, tests) only the rcParams change; IPython is never imported.
+    (scripts, tests) only the rcParams change; IPython is never imported. If pandas is already imported
+    (pages import it first), :data:`BOOK_PANDAS` is set as well.
 
     Used by every chapter notebook (``sp.use_book_style()`` after ``import sigprop as sp``).
     """
@@ -72,6 +80,10 @@ def use_book_style() -> None:
 
     matplotlib.rcParams.update(BOOK_RC)
     _use_inline_format(INLINE_FORMAT)
+    pandas = sys.modules.get("pandas")      # imported by the page, never by sigprop
+    if pandas is not None:
+        for key, value in BOOK_PANDAS.items():
+            pandas.set_option(key, value)
 
 
 def _use_inline_format(fmt: str) -> bool:

@@ -1,0 +1,221 @@
+"""sigprop.course: what the pages use beyond the science (formatters, the book's test level, records, figures).
+
+The namespace (``sp.course.*`` is exactly the modules' ``__course__`` lists), the formatting rules of *How to read
+the checks* (book/checks.md), and the verdict words the pages print, which must be the verdicts the hidden checks
+assert (one level, 0.001).
+"""
+from __future__ import annotations
+
+import importlib
+import pathlib
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import sigprop as sp
+from sigprop.course import _tables
+
+COURSE = pathlib.Path(sp.course.__file__).parent
+MODULES = sorted(p.stem for p in COURSE.glob("_*.py") if p.stem != "__init__")
+CHECKS = pathlib.Path(__file__).resolve().parents[1] / "book" / "checks.md"
+
+
+def test_namespace_is_every_modules_course_list():
+    declared = {}
+    for m in MODULES:
+        for name in getattr(importlib.import_module(f"sigprop.course.{m}"), "__course__", ()):
+            assert name not in declared, f"{name} in both {declared[name]} and {m}"
+            declared[name] = m
+    exported = {n for n in vars(sp.course) if not n.startswith("_") and n not in MODULES}
+    assert exported == set(declared), (sorted(exported - set(declared)), sorted(set(declared) - exported))
+    for name, m in declared.items():
+        assert getattr(sp.course, name) is getattr(importlib.import_module(f"sigprop.course.{m}"), name)
+
+
+def test_the_level_is_the_one_book_checks_states():
+    assert sp.course.LEVEL == 1e-3 and sp.course.Z_POINT == 4.0
+    text = CHECKS.read_text()
+    assert "One level for the book: 0.001" in text and "|z|" in text and "le 4" in text
+    # at this level the curve test needs n >= 13 and more than 2999 resamples (book/checks.md, the curve test)
+    assert sp.min_initialisations(sp.course.LEVEL) == 13 and sp.course.N_RESAMPLES > 3 / sp.course.LEVEL - 1
+
+
+@pytest.mark.parametrize("mean, se, text", [
+    (0.43471, 0.00953, "0.4347 ± 0.0095"),
+    (-0.0066, 0.0020, "-0.0066 ± 0.0020"),
+    (1.4e-4, 8.4e-4, "0.00014 ± 0.00084"),
+    (12345.6, 78.9, "12346 ± 79"),
+    (3.1e-6, 4.2e-8, "(3.100 ± 0.042) × 10⁻⁶"),
+    (2.5e7, 3.1e5, "(2.500 ± 0.031) × 10⁷"),
+    (0.25, 0.0, "0.25 ± 0"),
+])
+def test_pm_rounds_the_mean_to_the_se(mean, se, text):
+    assert sp.course.pm(mean, se) == text
+
+
+def test_pm_of_an_estimate_and_refusals():
+    est = sp.Estimate(torch.tensor(0.5), torch.tensor(0.0123), 10)
+    assert sp.course.pm(est) == "0.500 ± 0.012"
+    with pytest.raises(TypeError, match="standard error"):
+        sp.course.pm(0.5)
+    with pytest.raises(TypeError, match="takes no se"):
+        sp.course.pm(est, 0.1)
+    with pytest.raises(ValueError, match="single number"):
+        sp.course.pm(np.ones(3), 0.1)
+    with pytest.raises(ValueError, match="finite"):
+        sp.course.pm(float("nan"), 0.1)
+
+
+@pytest.mark.parametrize("x, text", [(100, "100"), (1e4, "10000"), (0.5, "0.5"), (3.2e-9, "3.2 × 10⁻⁹"),
+                                     (10 ** -8.5, "3.2 × 10⁻⁹"), (9.996e-5, "1.0 × 10⁻⁴"), (-2e6, "-2.0 × 10⁶")])
+def test_sci_never_prints_a_fractional_power(x, text):
+    assert sp.course.sci(x) == text
+
+
+def test_pvalue():
+    assert sp.course.pvalue(0.4231) == "0.42"
+    assert sp.course.pvalue(0.0015) == "0.0015"
+    assert sp.course.pvalue(1e-4) == "1.0 × 10⁻⁴"
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        sp.course.pvalue(1.5)
+
+
+def test_verdicts_are_the_tests_at_the_books_level():
+    g = torch.Generator().manual_seed(0)
+    good = torch.randn(20, 8, generator=g, dtype=torch.float64)
+    ca = sp.course.curve_test(good, np.zeros(8))
+    assert ca.level == sp.course.LEVEL and ca.n_resamples == sp.course.N_RESAMPLES
+    assert ca.passed and sp.course.verdict(ca).startswith("agrees (p = ")
+    bad = sp.course.curve_test(good + 3.0, np.zeros(8))
+    assert not bad.passed and sp.course.verdict(bad) == "disagrees (p = 1.0 × 10⁻⁴)"
+    assert sp.course.verdict(bad, short=True) == "✗ p = 1.0 × 10⁻⁴"
+    with pytest.raises(ValueError, match="the book tests at level 0.001"):
+        sp.course.verdict(sp.curve_agreement(good, np.zeros(8), level=0.01))
+    assert sp.course.verdict(3.99) == "agrees (z = +4.0)" and sp.course.verdict(-4.01) == "disagrees (z = -4.0)"
+    assert sp.course.verdict(-2.6, short=True) == "✓ z = -2.6"
+    assert sp.course.zscore(1.1, 0.05, 1.0) == pytest.approx(2.0)
+
+
+def test_glue_is_a_no_op_without_myst_nb_and_checks_its_input(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_myst(name, *args, **kwargs):
+        if name.startswith("myst_nb"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_myst)
+    assert sp.course.glue("key", "0.42 ± 0.01") is None
+    assert sp.course.glue("key", np.float64(0.5)) is None
+    with pytest.raises(TypeError, match="string or a number"):
+        sp.course.glue("key", [1, 2])
+    with pytest.raises(ValueError, match="non-empty"):
+        sp.course.glue("", 1.0)
+
+
+def test_compare_depth_names_its_results_and_tests_both_maps():
+    cfg = sp.BlockConfig.from_beta(0.1, T=8, d=16, norm="post", alpha_sa=1.5, **sp.presets.GG_APP_C1)
+    c = sp.course.compare_depth(cfg, 3, T=8, inits=14, seqs=1, rho0=0.1, generator=0)
+    assert c.depth == 3 and c.mc.samples.shape == (14, 4) and c.finite.shape == c.limit.shape == (4,)
+    q, p = sp.theory.iterate_block_map(1.0, 0.1, 3, cfg, T=8)
+    np.testing.assert_allclose(c.finite, p / q)
+    assert c.test.level == c.test_limit.level == sp.course.LEVEL
+    gap = (c.mc.samples[:, 1:].double() - torch.as_tensor(c.finite[1:])).mean(1)
+    assert float(c.gap.mean) == pytest.approx(float(gap.mean()))
+    row = c.row()
+    assert row["finite-T map: curve test"] == sp.course.verdict(c.test)
+    assert float(c.last.mean) == pytest.approx(float(c.mc.mean[-1]))
+
+
+def test_overlap_ratio_pseudo_values_have_the_ratio_as_mean():
+    cfg = sp.BlockConfig.from_beta(0.5, T=8, d=16, norm="none", activation="linear", sigma_w2=1.0)
+    est = sp.course.mc_overlap_ratio_vs_depth(cfg, 2, T=8, inits=6, seqs=2, generator=1)
+    np.testing.assert_allclose(est.samples.mean(0).numpy(), est.mean.numpy(), rtol=1e-12)
+    assert est.samples.shape == (6, 3) and float(est.mean[0]) == pytest.approx(float(est.mean[0]))
+
+
+def test_layer_ipr_matches_the_rem_at_the_equivalent_beta():
+    kw = dict(d=64, d_k=64, sigma_qk2=sp.theory.glorot_variance(64, 64), logit_scale=1 / 8, T=16)
+    mc = sp.course.mc_layer_ipr(**kw, n=200, generator=0)
+    rem = sp.mc_ipr_finite_width([sp.theory.beta_equivalent(**kw)], T=16, d=64, samples=128, generator=1)[0]
+    assert abs(float(mc.mean - rem.mean)) <= 4 * float(np.hypot(float(mc.stderr), float(rem.stderr)))
+
+
+class _Run:                      # the fields of a recorded training run the helpers read
+    def __init__(self, loss):
+        self.eval_loss = np.asarray(loss, dtype=float)
+        self.steps = np.arange(len(loss)) * 100
+        self.attention_entropy = np.full_like(self.eval_loss, 2.0)
+        self.top_cosine = np.full_like(self.eval_loss, 0.5)
+
+    def gap_closed(self):
+        return 1 - self.eval_loss[-1] / 3
+
+
+def test_first_step_below_and_the_training_summary():
+    run = _Run([[3.0, 3.0, 3.0], [2.5, 1.9, 2.6], [1.5, 1.8, 2.4]])
+    np.testing.assert_array_equal(sp.course.first_step_below(run, 2.0), [200, 100, np.nan])
+    assert sp.course.first_step_below(run, 2.0, mean=True) == 200
+    assert np.isnan(sp.course.first_step_below(run, 1.0, mean=True))
+    table = sp.course.training_summary({"a": run})
+    assert table.loc[0, "seeds"] == 3 and "±" in table.loc[0, "gap closed"]
+
+
+def test_record_readers_on_a_committed_finite_size_record():
+    from sigprop.experiments import load_finite_size
+
+    record = load_finite_size("stack-beta3")[0]
+    maps = sp.course.record_maps(record)
+    assert set(maps) >= {"map_inf", "map_1/T", "map_rem"}
+    assert sp.course.yp_shift(record) == pytest.approx(np.mean(maps["map_rem"][1:] - maps["map_1/T"][1:]))
+    assert sp.course.record_rung(record, "d", d=256)["d"] == 256
+    with pytest.raises(ValueError, match="expected one"):
+        sp.course.record_rung(record, "d", d=3)
+    with pytest.raises(ValueError, match="block maps at T"):
+        sp.course.record_maps(record, T=3)
+
+
+def test_ledger_table_escapes_and_puts_status_first():
+    from sigprop.claims import load_record, quote
+
+    record = load_record("giorlandino-goldt2025")
+    html = sp.course.ledger_table(record, quote)
+    assert html.count("<tr>") == len(record) + 1
+    first_row = html.split("<tr>")[2]
+    assert re.match(r"<td><b>[a-z-]+</b></td>", first_row)
+
+
+def test_explore_gives_the_diagrams_verdict_and_both_tests():
+    res = sp.course.explore(beta=1.8, alpha_sa=1.0, depth=2, T=8, d=16, inits=13, seed=0)
+    assert res.phase == sp.ENTROPY_COLLAPSE and res.verdict == "entropy collapse"
+    summary = res.summary()
+    assert summary["verdict"] == "entropy collapse" and summary["T = 8 map vs MC"] == sp.course.verdict(res.curve.test)
+    assert (res.log_ratio is None) == (not res.uniform)
+
+
+def test_plots_draw_without_error():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    D = sp.theory.trainability_diagram(np.linspace(0.1, 3, 5), np.linspace(0.5, 3, 4), depth=4,
+                                       **sp.presets.GG_APP_C1)
+    fig, ax = plt.subplots()
+    sp.course.plot_diagram(ax, D, title="t", log_beta=True)
+    assert ax.get_xscale() == "log"
+    run = _Run([[3.0, 3.0], [2.0, 2.2]])
+    run.unigram_loss, run.bayes_loss, run.settings = 2.5, 0.7, {"T": 16}
+    fig2 = sp.course.plot_training({"a": run}, {"a": "C0"})
+    assert len(fig2.axes) == 4
+    plt.close("all")
+
+
+def test_no_page_helper_is_a_private_name_of_another_module():
+    """Pages call only names in sp.course; nothing there starts with an underscore."""
+    assert not [n for m in MODULES for n in getattr(importlib.import_module(f"sigprop.course.{m}"), "__course__", ())
+                if n.startswith("_")]
+    assert _tables.LEVEL is sp.course.LEVEL
