@@ -14,7 +14,9 @@ websocket library) so that printing waits for what matters instead of a fixed de
    (``mjx-merror``) or a math element still holding TeX is an error, reported with its text;
 3. what the web book folds is opened (solutions, proofs: paper cannot be clicked; code cells hidden with
    ``hide-input`` and the details in the ledger's table cells stay folded), print styles make long code lines and wide
-   tables wrap instead of being cut (:data:`PRINT_CSS`), then the page is printed on A4 with page numbers.
+   tables wrap instead of being cut (:data:`PRINT_CSS`), a displayed formula wider than the printed column is
+   set smaller until it fits (:data:`FIT_FORMULAS`; the web book scrolls it), then the page is printed on A4
+   with page numbers.
 
 ``check`` (what the page held when it was printed) is returned for the caller to report.
 """
@@ -81,6 +83,26 @@ PREPARE = r"""
   };
 })()
 """.replace("PRINT_CSS", json.dumps(PRINT_CSS))
+
+#: after PREPARE, laid out at the printed width: a displayed formula wider than the column (the web book
+#: scrolls it) is set in a smaller size that fits, instead of being cut at the page's edge
+FIT_FORMULAS = r"""
+(() => {
+  const shrunk = [];
+  document.querySelectorAll('mjx-container[display="true"]').forEach(m => {
+    const wide = m.scrollWidth, room = m.clientWidth;
+    if (room > 0 && wide > room + 1) {   // MathJax sets the container's own size: scale what it computed
+      m.style.fontSize = (parseFloat(getComputedStyle(m).fontSize) * room / wide).toFixed(2) + "px";
+      shrunk.push(Math.round(100 * room / wide));
+    }
+  });
+  return shrunk;
+})()
+"""
+
+#: A4 with half-inch side margins; CSS pixels are 1/96 inch
+PAPER = {"paperWidth": 8.27, "paperHeight": 11.69, "marginTop": 0.6, "marginBottom": 0.6, "marginLeft": 0.5,
+         "marginRight": 0.5}
 
 FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#555">'
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
@@ -214,7 +236,13 @@ def print_pdf(page: pathlib.Path, out: pathlib.Path, *, title: str = "", timeout
     Raises :class:`PrintError` when an image is broken, MathJax reports an error or a formula stayed TeX.
     """
     with open_page(page, timeout=timeout, exe=exe) as tab:
+        # lay the page out as it will be printed (print styles, the column's printed width) to measure it
+        width = round(96 * (PAPER["paperWidth"] - PAPER["marginLeft"] - PAPER["marginRight"]))
+        tab.send("Emulation.setEmulatedMedia", {"media": "print"})
+        tab.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 1100, "deviceScaleFactor": 1,
+                                                         "mobile": False})
         check = tab.evaluate(PREPARE)
+        check["shrunk_formulas"] = tab.evaluate(FIT_FORMULAS)
         problems = ([f"broken image: {s}" for s in check["broken_images"]]
                     + [f"MathJax error: {e}" for e in check["errors"]]
                     + [f"formula left as TeX: {t}" for t in check["raw_tex"]])
@@ -222,9 +250,7 @@ def print_pdf(page: pathlib.Path, out: pathlib.Path, *, title: str = "", timeout
             raise PrintError(f"{page}: " + "; ".join(problems[:20]) + (" ..." if len(problems) > 20 else ""))
         header = (f'<div style="font-size:8px;width:100%;text-align:center;color:#555">{title}</div>'
                   if title else "<span></span>")
-        pdf = tab.send("Page.printToPDF", {
-            "paperWidth": 8.27, "paperHeight": 11.69, "marginTop": 0.6, "marginBottom": 0.6,
-            "marginLeft": 0.5, "marginRight": 0.5, "printBackground": True, "displayHeaderFooter": True,
-            "headerTemplate": header, "footerTemplate": FOOTER})
+        pdf = tab.send("Page.printToPDF", {**PAPER, "printBackground": True, "displayHeaderFooter": True,
+                                           "headerTemplate": header, "footerTemplate": FOOTER})
     pathlib.Path(out).write_bytes(base64.b64decode(pdf["data"]))
     return check
