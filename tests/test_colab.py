@@ -59,7 +59,7 @@ def test_a_page_installs_sigprop_from_a_wheel_and_runs(tmp_path):
     nb["cells"] = [_cell(FAKE_COLAB)] + nb["cells"] + [_cell(WHERE)]
     page = tmp_path / "page.ipynb"
     page.write_text(json.dumps(nb))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST_", "VIRTUAL_ENV"))}
     env.update(SIGPROP_INSTALL=str(wheel), SIGPROP_PROFILE="quick", PATH=f"{env_dir / 'bin'}:{env['PATH']}",
                MPLBACKEND="Agg")
     run = subprocess.run([str(py), "-m", "nbconvert", "--to", "notebook", "--execute", "--output", "executed.ipynb",

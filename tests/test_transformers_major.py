@@ -57,7 +57,7 @@ def test_hf_tests_pass_under_the_other_major():
     version = subprocess.run([str(py), "-c", "import transformers; print(transformers.__version__)"],
                              capture_output=True, text=True, check=True).stdout.strip()
     assert int(version.split(".")[0]) != MAJOR, version
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST_", "VIRTUAL_ENV"))}
     env.update(PYTHONPATH=str(ROOT / "lib"), SIGPROP_PROFILE="quick", SIGPROP_DEVICE="cpu")
     run = subprocess.run([str(py), "-m", "pytest", *FILES, "-q", "-p", "no:cacheprovider", "-x"],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
