@@ -17,6 +17,7 @@ __all__ = [
     "AGHAJANYAN_SEC8_SEED",
     "BAO_FIG5",
     "NOCI_APP_C1",
+    "NOCI_SEC32",
     "LLAMA_BLOCK",
     "QWEN2_BLOCK",
     "GPT_NEOX_BLOCK",
@@ -46,6 +47,14 @@ BAO_FIG5 = MappingProxyType(dict(d=128, T=40, means=(0.0, 0.05, 0.2, 0.5), scale
 #: encoder of width 16, one head, ReLU feed-forward of width 16, Adam(0.9, 0.999) at learning rate 0.01,
 #: batches of 64 fresh sequences. For :class:`sigprop.LMConfig` and the chapter's training page.
 NOCI_APP_C1 = MappingProxyType(dict(T=20, vocab=10, d=16, depth=5, heads=1, d_ff=16, lr=0.01, batch=64))
+
+#: Noci et al. 2022, Sec. 3.2 (Lemmas 3.2-3.3, Theorem 3.3; Figs. 3(a), 4, 8, 10): the block of the depth analysis,
+#: ``X + alpha_1 S``, then ``Z + alpha_2 Z W_1 W_2`` with a linear MLP of two d x d matrices of variance 1/d and no
+#: layer norm; values of variance 1/d; attention exactly uniform (Assumption 3.1: logit scale 0). The branch
+#: weights ``branch_sa`` (alpha_1), ``branch_mlp`` (alpha_2) and ``d`` are the caller's; real softmax attention with
+#: Xavier query/key weights is ``{**NOCI_SEC32, "logit_scale": None}``. For :class:`sigprop.BlockConfig`.
+NOCI_SEC32 = MappingProxyType(dict(norm="none", activation="linear", sigma_w2=1.0, sigma_v2=1.0, sigma_b2=0.0,
+                                   logit_scale=0.0))
 
 #: The block architecture of Llama (Touvron et al. 2023; HF ``LlamaConfig`` defaults, also Mistral): pre-RMSNorm,
 #: causal, rotary embeddings (theta 10^4, every dimension), SwiGLU MLP, an output projection; no biases. Widths,

@@ -11,6 +11,10 @@ each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal)
 * ``_plots``: figure helpers shared by pages (trainability diagrams, training curves);
 * ``_layers``: small Monte Carlo helpers used only by the synthesis pages;
 * ``_explorer``: the trainability explorer (synthesis).
+* ``_one_layer``: one random attention layer drawn and measured as the Noci pages 1-2 do;
+* ``_gram_depth``: token Gram sums and correlations through a random stack (Noci et al., Sec. 3.2);
+* ``_reversal``: the sequence-reversal task and its training runs (Noci et al., App. C.1, Sec. 3.4);
+* ``_propagation_mc``: Bao et al.'s signal propagation probability counted and predicted per Fig. 5 cell;
 
 Pages write ``sp.course.pm(est)``; nothing here is imported by the science folders.
 """
@@ -29,3 +33,16 @@ from ._plots import (
 )
 from ._layers import mc_layer_ipr as mc_layer_ipr, mc_overlap_ratio_vs_depth as mc_overlap_ratio_vs_depth
 from ._explorer import Exploration as Exploration, explore as explore
+from ._one_layer import (
+    LayerWeights as LayerWeights, QueryValueRatio as QueryValueRatio, layer_weights as layer_weights,
+    mc_query_value_ratio as mc_query_value_ratio, mc_uniform_deviation as mc_uniform_deviation,
+)
+from ._gram_depth import (
+    Fig10Ladder as Fig10Ladder, GramDepth as GramDepth, correlation_panel as correlation_panel,
+    equal_norm_tokens as equal_norm_tokens, fig10_ladder as fig10_ladder, mc_gram_depth as mc_gram_depth,
+)
+from ._reversal import (
+    AdamRun as AdamRun, SGDRun as SGDRun, reversal_batch as reversal_batch, reversal_model as reversal_model,
+    sgd_table as sgd_table, train_reversal_adam as train_reversal_adam, train_reversal_sgd as train_reversal_sgd,
+)
+from ._propagation_mc import PropagationCell as PropagationCell, mc_propagation_cell as mc_propagation_cell
