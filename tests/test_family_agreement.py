@@ -4,8 +4,8 @@ Each model is built from its config (d = 64, 2 heads, T = 32, 8 blocks), re-draw
 variances that put it in one phase of the trainability diagram, probed on 2 sequences of equicorrelated tokens of
 cosine 0.1 (sp.mc_model_cosine), and its cosine after each block is tested against read_init(model).predict by the
 curve-level test at the book's level 0.001 (9999 sign-flip resamples; 16 >= 13 initialisations). The families with
-RoPE are predicted without it (``ignore_rope=True``): at these input cosines RoPE is not resolved (the chapter's page
-on positions measures where it is). Phases (the diagram's criteria, cosine threshold 0.99 after the 8 blocks):
+RoPE (Llama, Qwen2, GPT-NeoX) are predicted with it, through the Gram-matrix map (at these input cosines its effect
+is small; tests/test_predict_rope.py tests it where it is resolved). Phases (the diagram's criteria, cosine threshold 0.99 after the 8 blocks):
 
 * trainable: beta = 0.5, branches sigma_v2 = sigma_o2 = 0.5;
 * rank collapse: beta = 0.5, sigma_v2 = sigma_o2 = 4: post-LN RoBERTa reaches cosine 1 - 1e-9 after the 8 blocks;
@@ -75,7 +75,6 @@ def test_predict_agrees_with_monte_carlo_of_the_model(name, phase):
     config = in_phase(sp.read_init(model).config, *PHASES[phase])
     est = sp.mc_model_cosine(model, config, T=T, inits=INITS, seqs=SEQS, rho0=0.1, generator=1)
     read = sp.read_init(model)                       # the last draw, read back: the prediction for this model
-    rope = read.config.positions == "rope"
-    predicted = read.predict(float(est.mean[0]), T=T, ignore_rope=rope, samples=512)
+    predicted = read.predict(float(est.mean[0]), T=T, samples=512)
     check = sp.curve_agreement(est.samples[:, 1:], predicted[1:], level=1e-3, n_resamples=9999)
     assert check.passed, (name, phase, check)

@@ -117,8 +117,8 @@ def test_item13_read_init_reads_or_names_what_it_cannot_model():
         sp.read_init(narrow, blocks=[narrow.encoder.layer[0], wide.encoder.layer[0]])
     mistral = sp.read_init(M.build("mistral"))
     assert any("sliding attention window" in n for n in mistral.notes)
-    with pytest.raises(ValueError, match="RoPE"):
-        llama.predict(0.1, T=8)
+    assert llama.rope_exact                       # plain RoPE: predicted through the Gram map with it
+    assert llama.predict(0.1, T=8, samples=64).shape == (M.L + 1,)
     assert llama.predict(0.1, T=8, ignore_rope=True, samples=64).shape == (M.L + 1,)
 
 

@@ -74,7 +74,8 @@ class ModelInit:
     """What :func:`read_init` read: ``config`` (the block at initialisation), ``per_block`` (each field
     of ``config`` that is a variance, per block, numpy ``(L,)``), the model's weights as a one-init
     :class:`~sigprop.TransformerParams` (float64, normalisation gains included; for
-    :func:`sigprop.transformer_forward`), ``family`` (the block layout), ``notes``."""
+    :func:`sigprop.transformer_forward`), ``family`` (the block layout), ``notes``, ``rope_exact`` (False when
+    the model's RoPE is scaled or has other frequencies than the config's plain RoPE)."""
 
     config: BlockConfig
     per_block: dict
@@ -83,34 +84,38 @@ class ModelInit:
     depth: int
     identical_blocks: bool
     notes: tuple[str, ...]
+    rope_exact: bool = True     # False: RoPE scaled or with other frequencies (not modelled; see ``notes``)
 
     def predict(self, rho0: float, *, T: int, q0: float = 1.0, samples: int = 512, generator=0,
                 ignore_rope: bool = False) -> np.ndarray:
         """Predicted mean token cosine after each block, ``(depth + 1,)``, from ``T`` equicorrelated tokens of
         cosine ``rho0`` (``-1/(T-1) <= rho0 <= 1``) and norm ``q0``: the finite-``T`` block map
-        (:func:`sigprop.theory.iterate_block_map`), or for a causal model the Gram-matrix map
-        (:func:`sigprop.theory.iterate_gram_map`, ``samples`` logit draws per block).
+        (:func:`sigprop.theory.iterate_block_map`), or for a causal model or a model with rotary position
+        embeddings the Gram-matrix map (:func:`sigprop.theory.iterate_gram_map`, ``samples`` logit draws per block).
 
-        The maps do not model rotary position embeddings: for a RoPE model this raises unless ``ignore_rope=True``,
-        which predicts the same block without RoPE (how far that is from the model is measured in the book's
-        chapter on off-the-shelf transformers and recorded in the claims ledger)."""
+        RoPE is modelled by the Gram map with the model's own base, rotated share of each head, head width ``d_k``
+        and key/value heads (the logits drawn from their exact law at that ``d_k``); ``ignore_rope=True`` predicts
+        the same block without positions instead. RoPE scaling (``rope_type`` other than default) and rotary
+        frequencies other than ``base^(-2k/r)`` are not modelled: such a model is refused unless
+        ``ignore_rope=True``."""
         if isinstance(T, (bool, np.bool_)) or not isinstance(T, (int, np.integer)):
             raise TypeError(f"T must be an integer number of tokens; got {T!r} ({type(T).__name__})")
         T = check_int(T, "T", minimum=2)
         rho0 = check_real(rho0, "rho0", minimum=-1.0 / (T - 1), maximum=1.0)
         q0 = check_real(q0, "q0", minimum=0.0, strict=True)
         config = self.config
-        if config.positions == "rope":
-            if not ignore_rope:
-                raise ValueError("this model rotates queries and keys by position (RoPE), which the block maps do not "
-                                 "model; predict(..., ignore_rope=True) gives the same block without RoPE (a measured "
-                                 "gap, see the chapter on off-the-shelf transformers)")
+        if config.positions == "rope" and ignore_rope:
             config = dataclasses.replace(config, positions="none")
-        if config.causal:
+        elif config.positions == "rope" and not self.rope_exact:
+            raise ValueError("this model's rotary embeddings are scaled (rope_type other than 'default') or use "
+                             "frequencies other than base^(-2k/r), which the Gram map does not model (it has plain "
+                             f"RoPE of base {config.rope_theta:.6g}); predict(..., ignore_rope=True) gives the same "
+                             "block without positions")
+        if config.causal or config.positions == "rope":
             samples = check_int(samples, "samples", minimum=2)
             need = 8 * 6 * samples * T * T
             if need > _PREDICT_BYTES:
-                raise ValueError(f"the causal prediction at T = {T} with {samples} samples needs about "
+                raise ValueError(f"the Gram-map prediction at T = {T} with {samples} samples needs about "
                                  f"{need / 2**30:.3g} GiB (limit {_PREDICT_BYTES / 2**30:.0f} GiB): use fewer tokens "
                                  "or samples")
             G0 = q0 * ((1.0 - rho0) * np.eye(T) + rho0)
@@ -251,7 +256,8 @@ def _read(blocks, parts) -> ModelInit:
         kv_heads=None if p0.kv_heads == p0.heads else p0.kv_heads, norm=p0.norm, activation=p0.activation,
         causal=p0.causal, ln_center=p0.norm_kind == "layer", gated=p0.gated, parallel=p0.parallel,
         branch_sa=1.0 if branch is None else branch, logit_scale=float(p0.scale), **rope, **pooled)
-    return ModelInit(config, per, _params(parts, branch), p0.layout, len(parts), identical, tuple(notes))
+    rope_exact = p0.rope is None or (p0.rope[2] == "default" and bool(p0.rope[3]))
+    return ModelInit(config, per, _params(parts, branch), p0.layout, len(parts), identical, tuple(notes), rope_exact)
 
 
 def _or_zeros(t, shape):
