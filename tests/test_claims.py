@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from sigprop import claims
 from sigprop.claims import ClaimResult, Measured, Nature, Status, Uncertainty
@@ -143,6 +144,21 @@ def test_write_record_keeps_the_provenance_of_the_run(tmp_path):
     assert claims.provenance_text(None) == "recorded without provenance"
 
 
+def test_recording_some_claims_keeps_the_other_rows_and_their_provenance(tmp_path):
+    path = tmp_path / "noci2022.json"
+    old = provenance("python -m sigprop.claims --record")
+    claims.write_record([_row(1.0, 0.01, id="a"), _row(2.0, 0.01, stated=2.0, id="c")], "noci2022", provenance=old,
+                        path=path)
+    new = dict(old, command="python -m sigprop.claims --record --claim b")
+    claims.write_record([_row(3.0, 0.01, stated=3.0, id="b")], "noci2022", provenance=new, path=path,
+                        order=["a", "b", "c"])
+    back = [ClaimResult(**r) for r in json.loads(path.read_text())]
+    assert [r.id for r in back] == ["a", "b", "c"] and back[1].measured == 3.0
+    assert [r.provenance["command"] for r in back] == [old["command"], new["command"], old["command"]]
+    with pytest.raises(ValueError, match="no row for"):
+        claims.write_record([], "noci2022", provenance=new, path=path, order=["a", "b", "c", "d"])
+
+
 # ----------------------------------------------------------------------------- the committed record
 
 
@@ -195,7 +211,7 @@ def test_every_claim_has_its_expected_status_and_agrees_with_the_record(document
     trained = set()
     for module, name in ((_regimes, "load_record"), (_locater, "load"), (_aghajanyan_sec9, "load")):
         _spy(monkeypatch, module, name, trained)
-    hook = torch.optim.optimizer.register_optimizer_step_pre_hook(lambda *args: trained.add(_spy.current))
+    hook = register_optimizer_step_pre_hook(lambda *args: trained.add(_spy.current))
     rng = torch.get_rng_state()
     try:
         results = []

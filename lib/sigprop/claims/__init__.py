@@ -24,8 +24,9 @@ count, an identity, a closed form) has SE 0 (:meth:`Measured.check` refuses anyt
 
 Each registration also states the status it is ``expected`` to have; ``tests/test_claims.py`` runs the
 whole ledger and fails when a status changes. One module per document, ``claims/<document>.py``,
-registers that document's claims (Giorlandino & Goldt's rows on off-the-shelf models are in a second module,
-``giorlandino_goldt2025_real.py``); :func:`load` imports them. The committed record of a run,
+registers that document's claims (Giorlandino & Goldt's rows on off-the-shelf models are in two more modules:
+``giorlandino_goldt2025_real.py``, the authors' BERT, and ``modern_models.py``, today's Llama and GPT-NeoX with
+RoPE; their rows are that document's and are recorded with it); :func:`load` imports them. The committed record of a run,
 ``sigprop/claims/records/<document>.json`` (``make ledger``, with the run's provenance on every row), is what the
 book quotes (the ``{ledger}`` role) and shows (the claims appendix); the tests require a fresh run to agree with it
 in distribution -- the same statuses, every number within ``Z_RERUN`` combined standard errors -- and every
@@ -99,7 +100,8 @@ def claim(*, id: str, document: str, source: str, claim: str, expected: str = "r
 
 def load() -> None:
     """Import the documents' claims modules (each registers its claims when imported)."""
-    from . import aghajanyan2025, bao2024, giorlandino_goldt2025, giorlandino_goldt2025_real, noci2022  # noqa: F401
+    from . import (aghajanyan2025, bao2024, giorlandino_goldt2025, giorlandino_goldt2025_real,  # noqa: F401
+                   modern_models, noci2022)
 
 
 def registry(document: str | None = None) -> list[Claim]:

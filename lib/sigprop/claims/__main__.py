@@ -1,8 +1,9 @@
-"""``python -m sigprop.claims [--document NAME ...] [--json FILE] [--record]``: run the ledger, print a table.
+"""``python -m sigprop.claims [--document NAME ...] [--claim ID ...] [--json FILE] [--record]``: run the ledger.
 
 ``--record`` rewrites the committed record (``sigprop/claims/records/<document>.json``, of the documents run, each
 row with the provenance of this run) that the book quotes; run it (``make ledger``, or with ``--document``) after
-changing a claim, and commit it.
+changing a claim, and commit it. With ``--claim`` only those claims run, and ``--record`` rewrites only their rows
+(a new or changed claim), keeping the record's other rows with the provenance they were recorded with.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pathlib
 import sys
 
 from ..experiments._provenance import provenance
-from . import DOCUMENTS, Status, fragile, record_path, run, write_record
+from . import DOCUMENTS, Status, fragile, record_path, registry, run, run_one, write_record
 
 
 def _table(results) -> str:
@@ -42,16 +43,29 @@ def _writable(path: str) -> pathlib.Path:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sigprop.claims", description=__doc__.splitlines()[0])
     parser.add_argument("--document", choices=DOCUMENTS, nargs="+", help="only these documents' claims")
+    parser.add_argument("--claim", metavar="ID", nargs="+",
+                        help="only these claims (with --record: rewrite only their rows of the record)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-' for stdout)")
     parser.add_argument("--record", action="store_true",
                         help="rewrite the committed record sigprop/claims/records/<document>.json of the documents run")
     args = parser.parse_args(argv)
     out = _writable(args.json) if args.json and args.json != "-" else None
     docs = DOCUMENTS if args.document is None else tuple(d for d in DOCUMENTS if d in args.document)
+    chosen = None
+    if args.claim is not None:
+        known = {c.id: c.document for c in registry()}
+        unknown = sorted(set(args.claim) - set(known))
+        if unknown:
+            raise SystemExit(f"python -m sigprop.claims: no claim {unknown} in the ledger")
+        chosen = set(args.claim)
+        docs = tuple(d for d in docs if d in {known[i] for i in chosen})
     records = [_writable(record_path(d)) for d in docs] if args.record else []
     command = "python -m sigprop.claims " + " ".join(sys.argv[1:] if argv is None else argv)
     prov = provenance(command)            # before the run writes anything: the commit and code it ran
-    results = [r for d in docs for r in run(d, progress=sys.stderr.isatty())]
+    if chosen is None:
+        results = [r for d in docs for r in run(d, progress=sys.stderr.isatty())]
+    else:
+        results = [run_one(c) for d in docs for c in registry(d) if c.id in chosen]
     rows = [r.as_json() for r in results]
     if args.json == "-":
         json.dump(rows, sys.stdout, indent=1)
@@ -61,7 +75,8 @@ def main(argv=None) -> int:
     if out is not None:
         out.write_text(json.dumps(rows, indent=1) + "\n")
     for doc, path in zip(docs, records):
-        write_record(results, doc, provenance=prov, path=path)
+        order = None if chosen is None else [c.id for c in registry(doc)]
+        write_record(results, doc, provenance=prov, path=path, order=order)
     return 0
 
 

@@ -69,12 +69,21 @@ def load_record(document: str | None = None) -> dict[str, ClaimResult]:
     return out
 
 
-def write_record(results, document: str, *, provenance: dict, path=None) -> pathlib.Path:
+def write_record(results, document: str, *, provenance: dict, path=None, order=None) -> pathlib.Path:
     """Write ``document``'s rows of ``results`` (a run's :class:`ClaimResult` list) as its record, each row with
-    ``provenance`` (:func:`sigprop.experiments.provenance` of the run, taken before it); returns the path written."""
+    ``provenance`` (:func:`sigprop.experiments.provenance` of the run, taken before it); returns the path written.
+
+    ``order``: the document's registered claim ids. When given, only the rows of ``results`` are rewritten; the
+    record's other rows are kept as they were recorded (with their own provenance), all in that order."""
     path = record_path(document) if path is None else pathlib.Path(path)
-    rows = [dict(r.as_json(), provenance=provenance) for r in results if r.document == document]
-    path.write_text(json.dumps(rows, indent=1) + "\n")
+    rows = {r.id: dict(r.as_json(), provenance=provenance) for r in results if r.document == document}
+    if order is not None:
+        old = {r["id"]: r for r in json.loads(path.read_text())} if path.exists() else {}
+        missing = [i for i in order if i not in rows and i not in old]
+        if missing:
+            raise ValueError(f"the record of {document} has no row for {missing}: record the whole document")
+        rows = {i: rows.get(i, old.get(i)) for i in order}
+    path.write_text(json.dumps(list(rows.values()), indent=1) + "\n")
     return path
 
 

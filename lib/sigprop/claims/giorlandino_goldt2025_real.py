@@ -47,14 +47,10 @@ def _real_block(beta, alpha_sa, *, w_o):
 
 
 def _real_bert_curve(config, depth, seed):
-    """Mean cosine after each block of the BertModel: Estimate over re-initialisations (sp.reinitialise)."""
-    model, rows = _real_bert(depth), []
-    with sp.threads_for(_REAL_SEQS * _REAL_T * _REAL_D * _REAL_D):
-        for i in range(_REAL_INITS):
-            sp.reinitialise(model, config, generator=1000 * seed + i)
-            x = sp.equicorrelated_tokens(_REAL_SEQS, T=_REAL_T, d=_REAL_D, rho=0.1, generator=1000 * seed + 500 + i)
-            rows.append(sp.probe(model, x).cosine.mean(-1))
-    return sp.estimate(torch.stack(rows))
+    """Mean cosine after each block of the BertModel: Estimate over re-initialisations (sp.reinitialise), tokens
+    of cosine 0.1 (sp.mc_model_cosine: initialisation i draws with seed 1000 seed + i, its tokens with + 500)."""
+    return sp.mc_model_cosine(_real_bert(depth), config, T=_REAL_T, inits=_REAL_INITS, seqs=_REAL_SEQS, rho0=0.1,
+                              generator=seed)
 
 
 def _real_compare(depth, beta, alpha, *, w_o, seed):
