@@ -116,8 +116,8 @@ def test_cosine_map_closed_forms():
 def test_cosine_map_finite_T_against_monte_carlo(beta, rho):
     """rho' = (rho + (1-rho) Y_p) / (rho + (1-rho) Y2) with finite-T Y2 (quadrature) and Y_p (two-row REM)."""
     T, d = 256, 512
-    mc = sp.attention_layer_mc(beta, T=T, d=d, n=48, rho=rho, generator=2, device="cpu")
-    rem = sp.cross_overlap_rem(beta, T=T, n=4000, p=rho, generator=3, device="cpu")
+    mc = sp.mc_attention_layer(beta, T=T, d=d, n=48, rho=rho, generator=2, device="cpu")
+    rem = sp.mc_cross_overlap(beta, T=T, n=4000, p=rho, generator=3, device="cpu")
     y2, yp = sp.theory.ipr_finite(beta, T, 1.0, rho), float(rem.mean[1])
     den = rho + (1 - rho) * y2
     pred = (rho + (1 - rho) * yp) / den
@@ -129,22 +129,22 @@ def test_cosine_map_finite_T_against_monte_carlo(beta, rho):
 
 
 def test_cross_overlap_independent_rows_is_one_over_T():
-    est = sp.cross_overlap_rem(2.5, T=128, n=20000, p=0.0, generator=4, device="cpu")
+    est = sp.mc_cross_overlap(2.5, T=128, n=20000, p=0.0, generator=4, device="cpu")
     assert est[1].agrees(1 / 128, z=Z)
 
 
 def test_cross_overlap_rem_matches_attention_layer():
     beta, rho, T = 3.0, 0.7, 256
-    mc = sp.attention_layer_mc(beta, T=T, d=512, n=48, rho=rho, generator=7, device="cpu")
-    rem = sp.cross_overlap_rem(beta, T=T, n=4000, p=rho, generator=8, device="cpu")
+    mc = sp.mc_attention_layer(beta, T=T, d=512, n=48, rho=rho, generator=7, device="cpu")
+    rem = sp.mc_cross_overlap(beta, T=T, n=4000, p=rho, generator=8, device="cpu")
     diff = float(mc.y_p.mean - rem.mean[1])
     assert abs(diff) <= Z * math.hypot(float(mc.y_p.stderr), float(rem.stderr[1]))
 
 
 def test_cross_overlap_is_subleading_in_T():
     """B.2.2: Y_p -> 0 as T grows while Y2 stays O(1) (condensed phase)."""
-    small = sp.cross_overlap_rem(3.0, T=256, n=3000, p=0.3, generator=9, device="cpu")
-    large = sp.cross_overlap_rem(3.0, T=8192, n=600, p=0.3, generator=9, device="cpu")
+    small = sp.mc_cross_overlap(3.0, T=256, n=3000, p=0.3, generator=9, device="cpu")
+    large = sp.mc_cross_overlap(3.0, T=8192, n=600, p=0.3, generator=9, device="cpu")
     assert float(large.mean[1]) + Z * float(large.stderr[1]) < float(small.mean[1]) - Z * float(small.stderr[1])
     assert float(large.mean[0]) > 0.4
 
@@ -153,14 +153,14 @@ def test_attention_layer_outputs_follow_eqs_20_23():
     """With an exactly equicorrelated Gram matrix, Eqs. (20)-(23) are identities per draw:
     q_out = rho + (1 - rho) Y2 and p_out = rho + (1 - rho) Y_p (sigma_v^2 = 1, W_V averaged exactly)."""
     rho = 0.3
-    mc = sp.attention_layer_mc(2.0, T=32, d=64, n=8, rho=rho, generator=1, device="cpu")
+    mc = sp.mc_attention_layer(2.0, T=32, d=64, n=8, rho=rho, generator=1, device="cpu")
     q_in, p_in, y2, yp, q_out, p_out = (float(e.mean) for e in (mc.q_in, mc.p_in, mc.y2, mc.y_p, mc.q_out, mc.p_out))
     assert q_in == pytest.approx(1.0, abs=1e-5) and p_in == pytest.approx(rho, abs=1e-5)
     assert q_out == pytest.approx(rho + (1 - rho) * y2, abs=1e-5)
     assert p_out == pytest.approx(rho + (1 - rho) * yp, abs=1e-5)
     with pytest.raises(ValueError, match="T \\+ 1 <= d"):
-        sp.attention_layer_mc(2.0, T=64, d=64, n=2, generator=1, device="cpu")
-    gauss = sp.attention_layer_mc(2.0, T=64, d=64, n=4, rho=rho, tokens="gaussian", generator=1, device="cpu")
+        sp.mc_attention_layer(2.0, T=64, d=64, n=2, generator=1, device="cpu")
+    gauss = sp.mc_attention_layer(2.0, T=64, d=64, n=4, rho=rho, tokens="gaussian", generator=1, device="cpu")
     assert all(math.isfinite(float(e.mean)) for e in (gauss.y2, gauss.q_out, gauss.rho_out))
 
 

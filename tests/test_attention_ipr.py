@@ -15,7 +15,7 @@ def test_mc_attention_ipr_matches_finite_width_rem():
     betas = [0.5, 1.0, 2.0, 3.0]
     pairs = torch.stack([sp.mc_attention_ipr(betas, T=2000, d=128, inits=2, queries=16, r=(2, 3), generator=100 + i,
                                              device="cpu").mean for i in range(16)])          # (16, betas, 2)
-    preds = [sp.ipr_finite_width(betas, T=2000, d=128, r=r, samples=2048, generator=2) for r in (2, 3)]
+    preds = [sp.mc_ipr_finite_width(betas, T=2000, d=128, r=r, samples=2048, generator=2) for r in (2, 3)]
     theory = np.stack([p.mean.numpy() for p in preds], -1)                                  # (betas, 2)
     # the theory's own Monte Carlo error (2048 draws of the logit scale) is small against the networks' standard
     # error (below 0.3 of it: ignoring it understates the combined error by under 5 %)

@@ -4,6 +4,7 @@ No wall-clock assertion anywhere (times on shared machines are noise); only that
 benchmark produces finite numbers and that the batched and naive implementations agree.
 """
 import json
+import re
 import math
 
 import pytest
@@ -70,6 +71,23 @@ def test_cli_tiny(tmp_path, capsys):
     assert main(["--tiny", "--only", "diagram", "--threads", "1", "--json", str(out)]) == 0
     assert "diagram" in capsys.readouterr().out
     assert json.loads(out.read_text())["rows"]
+
+
+def test_cli_checks_threads_and_load_before_running(tmp_path, capsys):
+    # issue 26, item 9: --threads 100000 crashed torch (rc 139); item 15: --load without --pages was ignored
+    from sigprop.bench.__main__ import main
+
+    for argv, match in [(["--threads", "100000"], "this machine's CPUs"), (["--threads", "0"], "from 1 to"),
+                        (["--tiny", "--load"], "--load times pages .* needs --pages"),
+                        (["--tiny", "--json", str(tmp_path / "no" / "b.json")], "no folder")]:
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert re.search(match, capsys.readouterr().err), argv
+    with pytest.raises(ValueError, match="threads must be <= "):
+        bench.run(tiny=True, only=["diagram"], threads=10**5)
+    with pytest.raises(ValueError, match="pages_load .* needs pages"):
+        bench.run(tiny=True, only=["diagram"], pages_load=True)
 
 
 def test_committed_record_covers_every_page_under_load():

@@ -327,7 +327,7 @@ def test_residual_mixture_correlation_monte_carlo():
 
 # ----------------------------------------------------------------------------- Section 8
 def test_value_correlation_limits_and_shapes():
-    res = sp.value_correlation_mc([0.0, 1e-3, 1.0], **{**S8, "samples": 400}, generator=[0, 1])
+    res = sp.mc_value_correlation([0.0, 1e-3, 1.0], **{**S8, "samples": 400}, generator=[0, 1])
     assert res.correlation.mean.shape == (2, 3)
     assert torch.allclose(res.correlation.mean[:, 0], torch.ones(2, dtype=torch.float64), atol=1e-12)
     assert bool((res.correlation.mean[:, 1] > 1 - 1e-6).all())
@@ -337,7 +337,7 @@ def test_value_correlation_limits_and_shapes():
         assert res.scalar_energy[k, 0].agrees(th, z=Z)
         assert res.mean_output_trace[k, 0].agrees(float((res.w_v[k] ** 2).sum()) / 8, z=Z)
     # same seed, same numbers (up to rounding: batching over alphas regroups the floating-point sums)
-    again = sp.value_correlation_mc([1.0], **{**S8, "samples": 400}, generator=[1])
+    again = sp.mc_value_correlation([1.0], **{**S8, "samples": 400}, generator=[1])
     assert torch.allclose(again.correlation.mean[0, 0], res.correlation.mean[1, 2], rtol=1e-12, atol=0)
 
 
@@ -367,8 +367,23 @@ def test_validation_messages():
     with pytest.raises(ValueError, match="positive semidefinite"):
         T.l1_floor_constant(-torch.eye(3))
     with pytest.raises(ValueError, match="positions"):
-        sp.value_correlation_mc([1.0], **{**S8, "samples": 10}, generator=0, positions=(0, 0))
+        sp.mc_value_correlation([1.0], **{**S8, "samples": 10}, generator=0, positions=(0, 0))
     with pytest.raises(TypeError, match="y must be"):
         sp.common_mode_energy(np.zeros((3, 4)))
     assert isinstance(T.cosine_lower_bound(1.0, 2.0), float)
     assert isinstance(T.overlap_lower_bound(np.array([1.0]), 2.0, 5), np.ndarray)
+
+
+def test_shapes_are_checked_at_the_boundary():
+    # issue 26, item 16: shape errors reached torch.cat / unpacking
+    g = torch.Generator().manual_seed(0)
+    w_q, w_k, w_v, u = (torch.randn(*s, generator=g) for s in ((2, 4), (2, 5), (3, 4), (3,)))
+    with pytest.raises(ValueError, match=r"w_q, w_k \(..., d_k, d\), w_v \(..., d_v, d\) and u \(..., d_v\) must agree"):
+        sp.logit_subspace_split(w_q, w_k, w_v, u)
+    with pytest.raises(ValueError, match="must agree"):
+        sp.logit_subspace_split(w_q, w_q, w_v, torch.randn(2, generator=g))
+    for positions in ((0,), (1, 1), (0, 9), "01"):
+        with pytest.raises((ValueError, TypeError), match="positions"):
+            sp.mc_value_correlation([0.5], generator=0, n_tokens=3, d=4, d_k=2, d_v=2, samples=8, positions=positions)
+    with pytest.raises(ValueError, match="alphas must hold at least one value"):
+        sp.mc_value_correlation([], generator=0, n_tokens=3, d=4, d_k=2, d_v=2, samples=8)

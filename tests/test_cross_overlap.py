@@ -141,6 +141,10 @@ def test_limits_resolution_and_domain():
         th.attention_map(1.0, 0.5, beta=1.0, T=1e13)
     with pytest.raises(ValueError, match=r"p/q must lie in \[0.0, 1.0\]"):
         th.cross_overlap(1.0, 16, 1.0, -0.1)
+    # huge beta (issue 26, the fuzzer's OverflowError at beta = 1e300): Y_p has converged long before sigma = 1e6
+    assert th.cross_overlap(1e4, 16, 1.0, 0.3) == pytest.approx(th.cross_overlap(1e8, 16, 1.0, 0.3), rel=1e-8)
+    with pytest.raises(ValueError, match=r"energy scale sigma .* must be at most 1e\+06"):
+        th.cross_overlap(1e300, 16, 1.0, 0.3)
 
 
 def test_block_map_cross_overlap_options():
@@ -160,5 +164,5 @@ def test_block_map_cross_overlap_options():
 def test_attention_layer_cross_overlap_matches():
     # real random attention layers (exact-Gram tokens, d >> T) against the quadrature
     beta, rho, T = 3.0, 0.7, 64
-    lay = sp.attention_layer_mc(beta, T=T, d=512, n=48, rho=rho, generator=7, device="cpu")
+    lay = sp.mc_attention_layer(beta, T=T, d=512, n=48, rho=rho, generator=7, device="cpu")
     assert lay.y_p.agrees(th.cross_overlap(beta, T, 1.0, rho), z=Z)

@@ -256,3 +256,13 @@ def test_transformer_layer_grad_sq_norms_matches_autograd():
         torch.testing.assert_close(got[name], want, rtol=1e-10, atol=1e-14)
     with pytest.raises(ValueError, match="names"):
         sp.transformer_layer_grad_sq_norms(x, p, cfg, G, names=("w_x",))
+
+
+@pytest.mark.parametrize("wrt, error", [(("q", "q"), ValueError), ((), ValueError), ("q", TypeError),
+                                        (("z",), ValueError)])
+def test_wrt_names_each_part_once(wrt, error):
+    # issue 26, item 16: ("q", "q") and () reached torch.func
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 3, 4, generator=g), torch.randn(2, 4, 4, generator=g)
+    with pytest.raises(error, match="wrt must"):
+        sp.attention_jacobian_sq_norms(x, w, w, w, wrt=wrt)

@@ -39,3 +39,10 @@ def test_wikitext_without_network_says_so(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_datasets)
     with pytest.raises(RuntimeError, match="needs the `datasets` package"):
         sp.load_text_corpus("wikitext-2")
+
+
+def test_load_text_corpus_refuses_what_is_not_a_path():
+    # issue 26, item 16: None reached open() deep inside pathlib
+    for bad in (None, 3, "", "   ", b"file"):
+        with pytest.raises(TypeError, match="source must be a text file path or 'wikitext-2'"):
+            sp.load_text_corpus(bad)

@@ -23,6 +23,7 @@ from sigprop.attention._localisation import (anisotropic_sigma, gaussian_propaga
                                    rho_theta_limit, signal_propagation_moments,
                                    signal_propagation_moments_paper, spectral_qk_matrix,
                                    variance_profile, xi_eta, zhai_entropy_bound)
+from sigprop.stats import _config
 from sigprop.stats._montecarlo import monte_carlo
 from sigprop.stats._validate import TOL
 from conftest import Z
@@ -413,6 +414,15 @@ def _target(func, args, kwargs):
 
 
 class DeviceAudit(TorchFunctionMode):
+    def __enter__(self):   # sigprop refuses meta tensors (issue 26, item 16) except where meta stands in, here
+        self._devices = _config.COMPUTE_DEVICES
+        _config.COMPUTE_DEVICES = self._devices + ("meta",)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _config.COMPUTE_DEVICES = self._devices
+        return super().__exit__(*exc)
+
     def __init__(self):
         super().__init__()
         self.mixed, self.cpu_created, self.float64_on_meta, self.to_cpu = [], [], [], []
@@ -533,7 +543,7 @@ def test_samplers_device_argument_and_seed_stream():
     assert spectral_qk_matrix(d=5, mean=0.2, scale=0.4, generator=3, dtype=torch.float32).dtype == torch.float32
     with pytest.raises(ValueError, match="generator lives on"):
         spectral_qk_matrix(d=5, mean=0.0, scale=1.0, generator=MetaGenerator(), device="cpu")
-    with pytest.raises(ValueError, match="generator lives on"):
+    with DeviceAudit(), pytest.raises(ValueError, match="generator lives on"):   # meta: an accelerator here
         anisotropic_sigma(5, generator=torch.Generator(), device="meta")
 
 
@@ -563,3 +573,13 @@ def test_qk_gradient_terms_sum_to_autograd():
     total = (u19 + u20 + u21).T @ x[:, -1] / N                              # sum of (19)-(21), (d, d)
     rtol, atol = TOL[torch.float64]
     assert torch.allclose(total, w.grad, rtol=rtol, atol=atol), float((total - w.grad).abs().max())
+
+
+def test_samplers_and_logits_refuse_what_they_cannot_hold():
+    """Issue 26 (fuzzer): Sigma's entries overflowing float64 and batch shapes that do not broadcast are refused
+    with expected-vs-got ValueErrors, not returned as inf or raised from inside einsum."""
+    assert torch.isfinite(anisotropic_sigma(4, high=1e150, generator=0)).all()
+    with pytest.raises(ValueError, match=r"\|low\|, \|high\| must be at most 6.7e\+153"):
+        anisotropic_sigma(4, high=1e300, generator=0)
+    with pytest.raises(ValueError, match="batch shapes must broadcast"):
+        last_query_logits(torch.randn(2, 5, 8), torch.randn(3, 8, 8), 2.0)

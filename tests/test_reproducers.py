@@ -90,12 +90,19 @@ def test_06_more_queries_than_a_key_block():
 
 def test_07_devices_are_checked(monkeypatch):
     g = torch.Generator()
-    with pytest.raises(ValueError, match="generator lives on 'cpu' but device='meta'"):
+    with pytest.raises(ValueError, match="'meta' holds shapes without values"):   # issue 26, item 15
         sp.gaussian_tokens(2, T=3, d=4, generator=g, device="meta")
-    for bad in ("CPU", " cpu", "bogus", "cuda:99" if torch.cuda.is_available() else "cuda"):
+    for bad in ("bogus", "meta", " META ", "cuda:99" if torch.cuda.is_available() else "cuda"):
         monkeypatch.setenv("SIGPROP_DEVICE", bad)
         with pytest.raises(ValueError, match="SIGPROP_DEVICE"):
             sp.default_device()
+    # one rule for SIGPROP_DEVICE and SIGPROP_PROFILE (and device= arguments): case and surrounding spaces ignored
+    for spelled in ("CPU", " cpu", "Cpu\n"):
+        monkeypatch.setenv("SIGPROP_DEVICE", spelled)
+        assert sp.default_device() == torch.device("cpu") and sp.as_device(spelled) == torch.device("cpu")
+    for spelled in ("FULL", " full", "Full\t"):
+        monkeypatch.setenv("SIGPROP_PROFILE", spelled)
+        assert sp.profile() == "full"
 
 
 def test_08_block_config_stores_what_it_validated():
@@ -133,7 +140,7 @@ def test_10_forward_checks_its_inputs():
 
 def test_11_finite_width_rem_is_fast_at_large_scale():
     start = time.perf_counter()
-    est = sp.ipr_finite_width(40.0, T=1000, d=4, samples=16, generator=0)
+    est = sp.mc_ipr_finite_width(40.0, T=1000, d=4, samples=16, generator=0)
     assert time.perf_counter() - start < 10.0 and torch.isfinite(est.mean).all()   # was 28 s
 
 
@@ -186,9 +193,11 @@ def test_15_markov_source_refuses_what_it_cannot_hold():
 
 @pytest.mark.parametrize("argv,match", [
     (["-m", "sigprop.claims", "--json", "/nonexistent/dir/x.json"], "cannot write"),
-    (["-m", "sigprop.bench", "--threads", "-3"], "positive integer"),
-    (["-m", "sigprop.bench", "--threads", "0"], "positive integer"),
-    (["-m", "sigprop.bench", "--json", "/nonexistent/dir/x.json", "--tiny"], "cannot write"),
+    (["-m", "sigprop.bench", "--threads", "-3"], "must be from 1 to"),
+    (["-m", "sigprop.bench", "--threads", "0"], "must be from 1 to"),
+    (["-m", "sigprop.bench", "--threads", "100000"], "this machine's CPUs"),     # issue 26, item 9: was rc 139
+    (["-m", "sigprop.bench", "--json", "/nonexistent/dir/x.json", "--tiny"], "no folder"),
+    (["-m", "sigprop.bench", "--tiny", "--load"], "needs --pages"),             # issue 26, item 15
 ])
 def test_16_command_lines_check_before_working(argv, match):
     proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60)

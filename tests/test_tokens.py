@@ -52,3 +52,39 @@ def test_markov_source_entropy_rate():
     est = sp.estimate(nll.mean(1))
     assert est.agrees(src.entropy_rate, z=Z)
     assert 0 < src.entropy_rate < math.log(6)
+
+
+# ----------------------------------------------------------------------------- issue 26, item 16: the boundary
+def test_scales_beyond_the_dtype_are_refused_not_infinite():
+    # q = 1e300 in float32 gave -inf tokens; refused with the remedy, and float64 holds it
+    with pytest.raises(ValueError, match=r"q gives entries of size ~1e\+150, beyond the range of torch.float32"):
+        sp.gaussian_tokens(2, T=3, d=4, q=1e300, generator=0)
+    x = sp.gaussian_tokens(2, T=3, d=4, q=1e300, generator=0, dtype=torch.float64)
+    assert torch.isfinite(x).all()
+    with pytest.raises(ValueError, match="below the smallest normal torch.float16"):
+        sp.gaussian_tokens(2, T=3, d=4, q=1e-12, generator=0, dtype=torch.float16)
+    with pytest.raises(ValueError, match="beyond the range of torch.float32"):
+        sp.equicorrelated_tokens(2, T=3, d=4, rho=0.3, q=1e80, generator=0)
+
+
+def test_random_walk_refuses_non_finite_and_oversized_steps():
+    sigma = torch.eye(3)
+    sigma[0, 0] = float("inf")   # gave NaN tokens
+    with pytest.raises(ValueError, match="sigma must be finite"):
+        sp.random_walk_tokens(2, T=4, d=3, sigma=sigma, generator=0)
+    with pytest.raises(ValueError, match="sigma gives entries .* beyond the range of torch.float32"):
+        sp.random_walk_tokens(2, T=4, d=3, sigma=1e80 * torch.eye(3, dtype=torch.float64), generator=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64, "float32", None])
+def test_integer_and_other_dtypes_are_refused_at_the_boundary(dtype):
+    for sampler in (sp.gaussian_tokens, sp.orthogonal_tokens, sp.random_walk_tokens):
+        with pytest.raises(TypeError, match="dtype must be a floating-point torch dtype"):
+            sampler(2, T=3, d=4, generator=0, dtype=dtype)
+
+
+def test_meta_device_and_huge_sizes_are_refused_before_allocating():
+    with pytest.raises(ValueError, match="'meta' holds shapes without values"):
+        sp.gaussian_tokens(2, T=3, d=4, generator=0, device="meta")
+    with pytest.raises(ValueError, match="would need .* of memory, more than the budget"):
+        sp.gaussian_tokens(2**20, T=2**12, d=2**12, generator=0)

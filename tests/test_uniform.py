@@ -181,3 +181,10 @@ def test_validation():
     x = torch.zeros(3, 4)
     with pytest.raises(ValueError, match="last dimension"):
         sp.uniform_self_attention(x, torch.zeros(2, 3), torch.zeros(2, 4), torch.zeros(4, 4))
+
+
+def test_ratio_correlation_refuses_a_zero_denominator():
+    # issue 26, item 16: f = 0 returned inf
+    c = torch.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="f must have a nonzero mean"):
+        sp.ratio_correlation(c, torch.zeros(3), 4)

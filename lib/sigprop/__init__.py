@@ -47,11 +47,13 @@ from .attention._rem import mc_rem_moments as mc_rem_moments
 from .attention._cross import mc_cross_overlap as mc_cross_overlap
 from .attention._layer import (
     self_attention as self_attention, layer_norm as layer_norm, attention_weights as attention_weights,
-    sample_scores as sample_scores, attention_layer_mc as attention_layer_mc,
+    sample_scores as sample_scores, mc_attention_layer as mc_attention_layer,
     AttentionLayerStats as AttentionLayerStats,
 )
-from .attention._ipr import mc_attention_ipr as mc_attention_ipr, ipr_finite_width as ipr_finite_width
-from .attention._query_gradient import query_jacobian_norm as query_jacobian_norm, query_grad_norm_mc as query_grad_norm_mc
+from .attention._ipr import mc_attention_ipr as mc_attention_ipr, mc_ipr_finite_width as mc_ipr_finite_width
+from .attention._query_gradient import (
+    query_jacobian_sq_norm as query_jacobian_sq_norm, mc_rem_query_grad_sq_norm as mc_rem_query_grad_sq_norm,
+)
 from .block._config import BlockConfig as BlockConfig
 from .block._network import (
     TransformerParams as TransformerParams, sample_transformer as sample_transformer,
@@ -74,7 +76,12 @@ from .models._montecarlo import mc_model_cosine as mc_model_cosine, at_width as 
 from .models._real import read_init as read_init, reinitialise as reinitialise, ModelInit as ModelInit
 from .attention._uniform import (
     gram_sum as gram_sum, uniform_self_attention as uniform_self_attention,
-    ratio_correlation as ratio_correlation, fit_power_law as fit_power_law,
+    ratio_correlation as ratio_correlation,
+)
+from .stats._fits import (
+    fit_power_law as fit_power_law, fit_gap as fit_gap, extrapolate as extrapolate,
+    fit_inverse_width as fit_inverse_width, GapFit as GapFit, Extrapolation as Extrapolation,
+    InverseWidthFit as InverseWidthFit,
 )
 from .attention._gradients import (
     attention_jacobian_sq_norms as attention_jacobian_sq_norms,
@@ -93,7 +100,7 @@ from .attention._locater import (
 from .attention._covariance_mc import (
     common_mode_energy as common_mode_energy, pearson as pearson,
     total_covariance_terms as total_covariance_terms, logit_subspace_split as logit_subspace_split,
-    ValueCorrelation as ValueCorrelation, value_correlation_mc as value_correlation_mc,
+    ValueCorrelation as ValueCorrelation, mc_value_correlation as mc_value_correlation,
     covariance_matrix as covariance_matrix,
 )
 
@@ -115,18 +122,19 @@ __all__ = [
     "cross_token_covariance", "stable_rank", "gaussian_tokens", "equicorrelated_tokens", "orthogonal_tokens",
     "random_walk_tokens", "exact_equicorrelated_tokens", "MarkovSource", "MaskedTask", "TextCorpus",
     "load_text_corpus", "mc_cross_overlap", "mc_rem_moments", "self_attention", "layer_norm",
-    "attention_weights", "sample_scores", "attention_layer_mc", "AttentionLayerStats", "mc_attention_ipr",
-    "ipr_finite_width", "query_jacobian_norm", "query_grad_norm_mc", "BlockConfig", "TransformerParams",
+    "attention_weights", "sample_scores", "mc_attention_layer", "AttentionLayerStats", "mc_attention_ipr",
+    "mc_ipr_finite_width", "query_jacobian_sq_norm", "mc_rem_query_grad_sq_norm", "BlockConfig", "TransformerParams",
     "sample_transformer", "transformer_forward", "mc_cosine_vs_depth", "CosineCurve", "Overlaps",
     "BlockTrajectory", "GramTrajectory", "GramStep", "TrainabilityDiagram",
     "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm",
     "masked_lm_init", "LMConfig", "TinyLM", "fit", "probe", "ProbeResult", "read_init", "reinitialise",
     "ModelInit", "BlockAdapter", "mc_model_cosine", "at_width",
-    "gram_sum", "uniform_self_attention", "ratio_correlation", "fit_power_law",
+    "gram_sum", "uniform_self_attention", "ratio_correlation", "fit_power_law", "fit_gap", "extrapolate",
+    "fit_inverse_width", "GapFit", "Extrapolation", "InverseWidthFit",
     "attention_jacobian_sq_norms", "softmax_param_grad_sq_norms", "loss_grad_sq_norms",
     "transformer_layer_grad_sq_norms", "spectral_qk_matrix", "anisotropic_sigma", "last_query_logits",
     "linearised_softmax_argument", "piecewise_linear_softmax", "propagation_indicator", "qk_traces",
     "qk_norms", "qk_gradient_terms", "locater_penalty", "locater_gradients", "qk_eigen_stats",
     "common_mode_energy", "pearson", "total_covariance_terms", "logit_subspace_split", "ValueCorrelation",
-    "value_correlation_mc", "covariance_matrix", "presets", "theory"
+    "mc_value_correlation", "covariance_matrix", "presets", "theory"
 ]

@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import warnings
 
+from .attention._covariance_mc import mc_value_correlation
 from .attention._cross import mc_cross_overlap
+from .attention._ipr import mc_ipr_finite_width
+from .attention._layer import mc_attention_layer
+from .attention._query_gradient import mc_rem_query_grad_sq_norm, query_jacobian_sq_norm, rem_query_grad_sq_norm
 
 #: Flat namespace: old name -> (new name, object).
 RENAMED = {
     "cross_overlap_rem": ("mc_cross_overlap", mc_cross_overlap),
+    "attention_layer_mc": ("mc_attention_layer", mc_attention_layer),
+    "query_grad_norm_mc": ("mc_rem_query_grad_sq_norm", mc_rem_query_grad_sq_norm),
+    "query_jacobian_norm": ("query_jacobian_sq_norm", query_jacobian_sq_norm),
+    "value_correlation_mc": ("mc_value_correlation", mc_value_correlation),
+    "ipr_finite_width": ("mc_ipr_finite_width", mc_ipr_finite_width),
 }
 
 #: ``sp.theory``: old name -> (new name, object).
-RENAMED_THEORY: dict = {}
+RENAMED_THEORY = {
+    "query_grad_norm": ("rem_query_grad_sq_norm", rem_query_grad_sq_norm),
+}
 
 
 def lookup(table: dict, namespace: str, name: str):

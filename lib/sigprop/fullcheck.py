@@ -24,6 +24,7 @@ import torch
 
 import sigprop as sp
 from sigprop import claims
+from sigprop.stats._validate import check_output_path
 
 __all__ = ["CORES", "FigureCheck", "run", "main"]
 
@@ -59,21 +60,21 @@ def _gg_fig3(size, device):
     T, d, inits = {"quick": (2000, 128, 16), "full": (100_000, 256, 64)}[size]
     betas = np.array([0.5, 1.0, 1.5, 2.0, 2.5, 3.0])
     est = sp.mc_attention_ipr(betas, T=T, d=d, inits=inits, queries=16, generator=1, device=device)
-    theory = sp.ipr_finite_width(betas, T=T, d=d, samples=256, generator=2).mean.numpy()
+    theory = sp.mc_ipr_finite_width(betas, T=T, d=d, samples=256, generator=2).mean.numpy()
     return dict(T=T, d=d, inits=inits), est.samples[..., 0], theory
 
 
 def _gg_fig4(size, device):
     # the finite-width gap closes like 1/d (book, G&G page 5): extrapolate three widths linearly in 1/d
     T, ds, n = {"quick": (64, (32, 64, 128), 200), "full": (2048, (256, 512, 1024), 200)}[size]
-    ests = [sp.query_grad_norm_mc(2.0, T, d, n, generator=3 + d, device=device, progress=False) for d in ds]
+    ests = [sp.mc_rem_query_grad_sq_norm(2.0, T, d, n, generator=3 + d, device=device, progress=False) for d in ds]
     m = np.array([float(e.mean) for e in ests])
     s = np.array([float(e.stderr) for e in ests])
     X = np.stack([np.ones(len(ds)), 1.0 / np.asarray(ds, dtype=float)], 1)
     cov = np.linalg.inv(X.T @ (X / s[:, None] ** 2))
     coef = cov @ X.T @ (m / s**2)
     est = sp.Estimate(torch.tensor(coef[0], device="cpu"), torch.tensor(math.sqrt(cov[0, 0]), device="cpu"), n)
-    return dict(T=T, d=list(ds), samples=n), est, sp.theory.query_grad_norm(2.0, T=T)
+    return dict(T=T, d=list(ds), samples=n), est, sp.theory.rem_query_grad_sq_norm(2.0, T=T)
 
 
 def _noci_lemma33(size, device):
@@ -142,7 +143,7 @@ def run(*, size: str = "quick", device=None, only=None) -> list[FigureCheck]:
     """Run the cores (all, or the names in ``only``) at ``size`` on ``device`` (default :func:`sp.default_device`)."""
     if size not in ("quick", "full"):
         raise ValueError(f"size must be 'quick' or 'full'; got {size!r}")
-    device = sp.default_device() if device is None else torch.device(device)
+    device = sp.as_device(device)  # validated: the machine has it (MPS, CUDA), meta refused
     names = list(CORES) if only is None else list(only)
     unknown = set(names) - set(CORES)
     if unknown:
@@ -173,15 +174,12 @@ def main(argv=None) -> int:
     ap.add_argument("--claims", action="store_true", help="also run the claims ledger")
     ap.add_argument("--only", nargs="+", choices=list(CORES), help="run only these cores")
     args = ap.parse_args(argv)
-    if args.json:
-        try:
-            with open(args.json, "a"):
-                pass
-        except OSError as exc:
-            ap.error(f"cannot write --json {args.json!r}: {exc.strerror}")
-    device = torch.device(args.device) if args.device else sp.default_device()
-    if device.type == "cuda" and not torch.cuda.is_available():
-        ap.error("--device cuda but CUDA is not available")
+    try:  # everything checked before anything runs or is written
+        device = sp.as_device(args.device)  # e.g. "--device mps but Apple MPS is not available on this machine"
+        if args.json:
+            check_output_path(args.json, "--json")
+    except ValueError as exc:
+        ap.error(str(exc).replace("device=", "--device "))
     checks = run(size=args.size, device=device, only=args.only)
     for c in checks:
         print(f"{c.name:24s} {'ok ' if c.passed else 'FAIL'} {c.seconds:8.2f} s {c.peak_memory_mb:9.1f} MB  {c.statistic}")

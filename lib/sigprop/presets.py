@@ -32,7 +32,7 @@ GG_APP_C1 = MappingProxyType(dict(sigma_w2=0.2, sigma_b2=0.0004, sigma_v2=0.2, a
 GG_TANH_D2 = MappingProxyType(dict(sigma_b2=0.1, sigma_v2=1.0, alpha_mlp=1.0, alpha_sa=6.0, activation="tanh"))
 
 #: Aghajanyan 2025, Section 8: one single-head layer, N = 8 tokens, d = 32, d_k = d_v = 16, 2000 input samples
-#: per initialisation. For :func:`sigprop.value_correlation_mc`.
+#: per initialisation. For :func:`sigprop.mc_value_correlation`.
 AGHAJANYAN_SEC8 = MappingProxyType(dict(n_tokens=8, d=32, d_k=16, d_v=16, samples=2000))
 #: The post's seed for its single-initialisation numbers (Section 8); "seeds 0 through 49" for the spread.
 AGHAJANYAN_SEC8_SEED = 42

@@ -4,8 +4,20 @@ The closed-form side of every random object in sigprop, each re-exported from th
 holds the object's sampler and Monte Carlo: the REM of an attention row (``beta_c``, ``ipr``,
 ``ipr_finite``, ``rem_moments``), the attention layer's maps, the block maps (Algorithms 1-3), the
 trainability diagrams, and the chapters' maps (uniform attention, Bao's localisation, Aghajanyan's
-covariances, the dictionary between the documents' scalings). Scalars in, floats out; arrays in, arrays
-out. ``tests/test_namespace.py`` keeps this list and the modules' ``__theory__`` equal.
+covariances, the dictionary between the documents' scalings). ``tests/test_namespace.py`` keeps this list
+and the modules' ``__theory__`` equal.
+
+**The one contract** of every function here (checked on every call by ``sigprop.stats._validate.theory_function``
+and for every function by ``tests/test_theory_contract.py``):
+
+* deterministic: no random draws and no ``generator`` (a Monte Carlo is ``sp.mc_X``, beside its theory ``X``);
+* computed in float64; inputs are Python or numpy numbers, numpy arrays or torch tensors, validated with
+  expected-vs-got errors, and a value outside a formula's domain is refused, never returned as inf/NaN;
+* the result's kind follows the inputs: any torch tensor in -> float64 tensors out (on that tensor's device, the
+  CPU for Apple MPS); otherwise a Python ``float`` for a scalar and a float64 numpy array for an array (the two
+  covariance matrices built from sizes alone, ``prefix_mean_factor`` and ``compound_symmetry_covariance``, are
+  float64 CPU tensors: the chapters hand them to ``torch.linalg``);
+* not differentiable: a tensor that requires grad is refused with a ValueError, never detached silently.
 """
 from __future__ import annotations
 
@@ -16,7 +28,7 @@ from .attention._cross import cross_overlap as cross_overlap
 from .attention._layer import (
     score_covariance as score_covariance, attention_map as attention_map, cosine_map as cosine_map,
 )
-from .attention._query_gradient import query_grad_norm as query_grad_norm
+from .attention._query_gradient import rem_query_grad_sq_norm as rem_query_grad_sq_norm
 from .block._map import (
     block_map as block_map, iterate_block_map as iterate_block_map, mlp_map as mlp_map,
     relu_kernel as relu_kernel, activation_kernel as activation_kernel,
@@ -61,6 +73,7 @@ from .attention._covariance import (
     overlap_lower_bound as overlap_lower_bound, cosine_lower_bound as cosine_lower_bound,
     residual_mixture_correlation as residual_mixture_correlation,
 )
+from . import _deprecated  # noqa: E402
 from .attention._dictionary import (
     logit_variance as logit_variance, beta_equivalent as beta_equivalent,
     qk_variance_for_beta as qk_variance_for_beta, beta_xavier as beta_xavier, beta_bao as beta_bao,
@@ -70,7 +83,7 @@ from .attention._dictionary import (
 
 __all__ = [
     "beta_c", "ipr", "ipr_finite", "rem_moments", "cross_overlap", "score_covariance", "attention_map",
-    "cosine_map", "query_grad_norm", "block_map", "iterate_block_map", "mlp_map", "relu_kernel",
+    "cosine_map", "rem_query_grad_sq_norm", "block_map", "iterate_block_map", "mlp_map", "relu_kernel",
     "activation_kernel", "gram_block_map", "iterate_gram_map", "causal_ipr", "trainability_diagram",
     "cosine_vs_depth", "critical_alpha_sa", "uniform_gram_sum", "uniform_sq_norm", "uniform_mean_correlation",
     "uniform_gram_sum_limit", "uniform_sq_norm_limit", "uniform_mean_correlation_limit", "residual_scaling",
@@ -87,3 +100,8 @@ __all__ = [
     "qk_variance_for_beta", "beta_xavier", "beta_bao", "bao_self_logit_mean", "branch_from_skip",
     "glorot_variance"
 ]
+
+
+def __getattr__(name):
+    """Old names (``sigprop._deprecated.RENAMED_THEORY``) still work, with a DeprecationWarning."""
+    return _deprecated.lookup(_deprecated.RENAMED_THEORY, "sigprop.theory", name)

@@ -38,8 +38,7 @@ import math
 
 import torch
 
-from ..stats._validate import check_finite, check_int, check_positive, check_real, to_output
-
+from ..stats._validate import (check_finite, check_int, check_positive, check_real, theory_function, to_output)
 __all__: list[str] = []
 __theory__ = [
     "witness_covariance",
@@ -105,6 +104,7 @@ def _visible(n: int, causal: bool) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- Lemma 1
+@theory_function
 def prefix_mean_factor(n_tokens: int, *, causal: bool = True) -> torch.Tensor:
     r"""(N, N) factor :math:`\kappa_{i\ell}` with :math:`\mathrm{Cov}(M_i,M_\ell)=\kappa_{i\ell}\,W_V\Sigma_XW_V^\top`.
 
@@ -121,6 +121,7 @@ def prefix_mean_factor(n_tokens: int, *, causal: bool = True) -> torch.Tensor:
     return torch.full((n, n), 1.0 / n, dtype=torch.float64, device=_CPU)
 
 
+@theory_function
 def witness_covariance(w_v, n_tokens: int, *, sigma_x=None, causal: bool = False, u=None):
     r"""Cross-token covariance of single-head outputs at the uniform-attention witness.
 
@@ -152,6 +153,7 @@ def witness_covariance(w_v, n_tokens: int, *, sigma_x=None, causal: bool = False
 
 
 # ----------------------------------------------------------------------------- Lemma 5
+@theory_function
 def small_alpha_correction(w_q, w_k, w_v, n_tokens: int, *, sigma_x=None, causal: bool = False,
                            u=None, key_scale=None):
     r"""The :math:`\alpha^2` coefficient :math:`C^{(1)}_{i\ell}` in
@@ -205,6 +207,7 @@ def small_alpha_correction(w_q, w_k, w_v, n_tokens: int, *, sigma_x=None, causal
 
 
 # ----------------------------------------------------------------------------- Sections 6, 7
+@theory_function
 def quadratic_form_variance(a, cov, b=None):
     r"""Conditional (co)variance of attention outputs with fixed weights: :math:`a^\top\Sigma_Y b`.
 
@@ -225,6 +228,7 @@ def quadratic_form_variance(a, cov, b=None):
     return _out(res, a, cov) if b is None else _out(res, a, cov, b)
 
 
+@theory_function
 def compound_symmetry_rho_range(n_tokens: int) -> tuple[float, float]:
     r"""Interval of :math:`\rho` for which :math:`\sigma^2((1-\rho)I+\rho\mathbf 1\mathbf 1^\top)` is PSD.
 
@@ -235,6 +239,7 @@ def compound_symmetry_rho_range(n_tokens: int) -> tuple[float, float]:
     return (-1.0 / (n - 1), 1.0)
 
 
+@theory_function
 def compound_symmetry_covariance(n_tokens: int, sigma2, rho) -> torch.Tensor:
     r""":math:`\Sigma_Y=\sigma^2((1-\rho)I+\rho\mathbf 1\mathbf 1^\top)` (Aghajanyan 2025, Section 7), float64 (N, N)."""
     n = check_int(n_tokens, "n_tokens", minimum=2)
@@ -247,6 +252,7 @@ def compound_symmetry_covariance(n_tokens: int, sigma2, rho) -> torch.Tensor:
     return s2 * ((1 - r) * eye + r * torch.ones(n, n, dtype=torch.float64, device=_CPU))
 
 
+@theory_function
 def compound_symmetry_variance(a, sigma2, rho):
     r""":math:`\sigma^2\big((1-\rho)\|a\|_2^2+\rho(\mathbf 1^\top a)^2\big)`.
 
@@ -261,6 +267,7 @@ def compound_symmetry_variance(a, sigma2, rho):
     return _out(res, a, sigma2, rho)
 
 
+@theory_function
 def common_mode_split(cov):
     r"""General decomposition :math:`\Sigma_Y=\bar c\,\mathbf 1\mathbf 1^\top+R` (Section 7, reconstructed).
 
@@ -282,6 +289,7 @@ def common_mode_split(cov):
 
 
 # ----------------------------------------------------------------------------- Section 11
+@theory_function
 def common_mode_energy_of(cov):
     r"""Common-mode energy :math:`E_{\rm cm}=\frac1{N^2}\mathbf 1^\top\Sigma_Y\mathbf 1=\mathrm{Var}(\bar Y)`.
 
@@ -294,6 +302,7 @@ def common_mode_energy_of(cov):
     return _out(c.sum((-1, -2)) / n**2, cov)
 
 
+@theory_function
 def uniform_attention_variances(cov):
     r"""Variances under L1- and L2-normalised uniform weights: :math:`(E_{\rm cm},\,N E_{\rm cm})`.
 
@@ -308,6 +317,7 @@ def uniform_attention_variances(cov):
     return _out(e, cov), _out(n * e, cov)
 
 
+@theory_function
 def l1_floor_constant(cov, *, rcond: float = 1e-10):
     r"""The constant :math:`\lambda_{\rm cm}=1/(\mathbf 1^\top\Sigma_Y^{+}\mathbf 1)` of the L1² floor.
 
@@ -335,6 +345,7 @@ def l1_floor_constant(cov, *, rcond: float = 1e-10):
     return _out(res, cov)
 
 
+@theory_function
 def shared_plus_noise_energy(n_tokens, *, shared_var=0.0, noise_var=1.0, mean_offdiag=None):
     r"""Common-mode energy in the heuristic regimes of Aghajanyan 2025, Section 11.
 
@@ -357,6 +368,7 @@ def shared_plus_noise_energy(n_tokens, *, shared_var=0.0, noise_var=1.0, mean_of
 
 
 # ----------------------------------------------------------------------------- Section 10
+@theory_function
 def conditional_cosine(p, q):
     r"""Cosine similarity of attention rows :math:`p^\top q/(\|p\|_2\|q\|_2)`.
 
@@ -369,6 +381,7 @@ def conditional_cosine(p, q):
     return _out(res, p, q)
 
 
+@theory_function
 def logit_range(z):
     r"""Logit range :math:`R(z)=\max_jz_j-\min_jz_j` along the last dimension (Section 10.3)."""
     zz = _t64(z, "z")
@@ -377,6 +390,7 @@ def logit_range(z):
     return _out(zz.amax(-1) - zz.amin(-1), z)
 
 
+@theory_function
 def overlap_lower_bound(range_p, range_q, n_tokens):
     r"""The post's floor :math:`p^\top q\ge e^{-(R_p+R_q)}/N` (Aghajanyan 2025, Section 10.3).
 
@@ -390,6 +404,7 @@ def overlap_lower_bound(range_p, range_q, n_tokens):
     return _out(torch.exp(-(rp + rq)) / n, range_p, range_q, n_tokens)
 
 
+@theory_function
 def cosine_lower_bound(range_p, range_q):
     r"""Sharper, N-free floor :math:`\cos(p,q)\ge\operatorname{sech}\big((R_p+R_q)/2\big)`.
 
@@ -405,6 +420,7 @@ def cosine_lower_bound(range_p, range_q):
 
 
 # ----------------------------------------------------------------------------- Section 12
+@theory_function
 def residual_mixture_correlation(cov_r, var_r_i, var_r_l, var_a_i, var_a_l, *, cov_ra=0.0, cov_ar=0.0, cov_a=0.0):
     r"""Correlation of :math:`z_i=r_i+a_i` and :math:`z_\ell=r_\ell+a_\ell` (Aghajanyan 2025, Section 12).
 

@@ -3,7 +3,7 @@ r"""Cross-token covariance of attention outputs, measured (Aghajanyan 2025).
 The Monte Carlo side of ``sigprop.attention._covariance`` (the theory): measures with standard errors
 (:func:`covariance_matrix`, :func:`common_mode_energy`, :func:`pearson`), the two terms of the law of
 total covariance (:func:`total_covariance_terms`, Section 2) and the value-correlation experiment
-(:func:`value_correlation_mc`, Section 8; the post's setting is ``sigprop.presets.AGHAJANYAN_SEC8``),
+(:func:`mc_value_correlation`, Section 8; the post's setting is ``sigprop.presets.AGHAJANYAN_SEC8``),
 batched over initialisations and logit scales. Used in ``chapters/aghajanyan2025``.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..stats._config import float64_device
 from ._covariance import _t64
 from ..stats._estimate import Estimate
 from ..stats._random import as_generator
-from ..stats._validate import check_int, check_tensor
+from ..stats._validate import check_int, check_memory, check_tensor
 
 __all__ = [
     "common_mode_energy",
@@ -26,7 +26,7 @@ __all__ = [
     "total_covariance_terms",
     "logit_subspace_split",
     "ValueCorrelation",
-    "value_correlation_mc",
+    "mc_value_correlation",
     "covariance_matrix",
 ]
 
@@ -120,6 +120,16 @@ def logit_subspace_split(w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
         check_tensor(w, name, ndim_min=2)
     check_tensor(u, "u", ndim_min=1)
+    d = w_q.shape[-1]
+    if w_k.shape[-1] != d or w_v.shape[-1] != d or u.shape[-1] != w_v.shape[-2]:
+        raise ValueError(f"w_q, w_k (..., d_k, d), w_v (..., d_v, d) and u (..., d_v) must agree; got w_q "
+                         f"{tuple(w_q.shape)}, w_k {tuple(w_k.shape)}, w_v {tuple(w_v.shape)}, u {tuple(u.shape)}")
+    try:
+        torch.broadcast_shapes(w_q.shape[:-2], w_k.shape[:-2], w_v.shape[:-2], u.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"the batch dimensions of w_q, w_k, w_v and u must broadcast; got {tuple(w_q.shape)}, "
+                         f"{tuple(w_k.shape)}, {tuple(w_v.shape)}, {tuple(u.shape)}") from None
+    w_q, w_k = torch.broadcast_tensors(w_q, w_k) if w_q.shape[:-2] != w_k.shape[:-2] else (w_q, w_k)
     stacked = torch.cat([w_q, w_k], dim=-2).double()  # (..., 2 d_k, d)
     _, svals, vh = torch.linalg.svd(stacked, full_matrices=False)
     keep = (svals > 1e-10 * svals.amax(-1, keepdim=True)).double()  # rank mask
@@ -173,7 +183,7 @@ def total_covariance_terms(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor
 # ----------------------------------------------------------------------------- Section 8
 @dataclasses.dataclass(frozen=True)
 class ValueCorrelation:
-    """Results of :func:`value_correlation_mc`; estimates have shape (inits, len(alphas)).
+    """Results of :func:`mc_value_correlation`; estimates have shape (inits, len(alphas)).
 
     ``correlation``: Pearson correlation of :math:`u^\\top O_0` and :math:`u^\\top O_1`;
     ``cross_cov_fro``: :math:`\\|\\mathrm{Cov}(O_0,O_1)\\|_F` (sample covariance, delta-method se;
@@ -207,7 +217,7 @@ def _frobenius_cross_cov(o0: torch.Tensor, o1: torch.Tensor) -> Estimate:
     return Estimate(fro, psi.std(-1) / math.sqrt(n), int(n))
 
 
-def value_correlation_mc(alphas, *, generator, n_tokens: int, d: int, d_k: int, d_v: int, samples: int,
+def mc_value_correlation(alphas, *, generator, n_tokens: int, d: int, d_k: int, d_v: int, samples: int,
                          causal: bool = False, positions=(0, 1)) -> ValueCorrelation:
     r"""The Monte Carlo experiment of Aghajanyan 2025, Section 8, batched over inits and :math:`\alpha`.
 
@@ -228,10 +238,14 @@ def value_correlation_mc(alphas, *, generator, n_tokens: int, d: int, d_k: int, 
     for name, v in (("d", d), ("d_k", d_k), ("d_v", d_v)):
         check_int(v, name, minimum=1)
     samples = check_int(samples, "samples", minimum=3)
-    i0, i1 = positions
-    if not (0 <= i0 < n and 0 <= i1 < n and i0 != i1):
+    if not isinstance(positions, (tuple, list)) or len(positions) != 2:
+        raise ValueError(f"positions must be two token indices (i, j); got {positions!r}")
+    i0, i1 = (check_int(i, "positions[]", minimum=0, maximum=n - 1) for i in positions)
+    if i0 == i1:
         raise ValueError(f"positions must be two distinct indices in [0, {n}); got {positions}")
     al = _t64(alphas, "alphas").reshape(-1)
+    if al.numel() == 0:
+        raise ValueError("alphas must hold at least one value; got an empty array")
     if not bool(torch.isfinite(al**2).all()) or float((al**2).max()) > 1e150:   # logits alpha^2 q.k / sqrt(d_k)
         raise ValueError(f"alphas must satisfy alpha^2 <= 1e150 (the logits alpha^2 q.k/sqrt(d_k) must stay in "
                          f"float64); got max |alpha| = {float(al.abs().max()):g}")
@@ -242,6 +256,8 @@ def value_correlation_mc(alphas, *, generator, n_tokens: int, d: int, d_k: int, 
     if not gens:
         raise ValueError("generator must name at least one seed")
     inits = len(gens)
+    # the inputs (inits, samples, N, d) and the outputs (alphas, inits, samples, N, d_v), float64
+    check_memory(8.0 * inits * samples * n * (d + 3 * len(al) * max(d_v, n)), "mc_value_correlation at these sizes")
     std = 1.0 / math.sqrt(d)
     cpu = gens[0].device   # the generators' device (the CPU for int seeds)
     wq = torch.empty(inits, d_k, d, dtype=torch.float64, device=cpu)

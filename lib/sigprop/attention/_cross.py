@@ -47,14 +47,18 @@ import torch
 from ..stats._config import widest_float
 from ..stats._estimate import Estimate
 from ..stats._montecarlo import monte_carlo
-from ..stats._validate import broadcast, check_int, check_overlaps, check_positive, check_range, check_seq_len, to_output
-from ._rem import _X_HI, _energy_scale, _grid, _log_l, _site, rem_quadrature
+from ..stats._validate import (broadcast, check_int, check_overlaps, check_positive, check_range, check_seq_len,
+                               theory_function, to_output)
+from ._rem import _X_HI, _energy_scale, _grid, _log_l, _mm, _site, rem_quadrature
 
 __all__ = ["mc_cross_overlap"]
 __theory__ = ["cross_overlap"]
 
 #: Largest T of the finite-T two-row quadrature: its grid grows like log T (about 1 s at 1e12 on one core).
 T_MAX = 1e12
+#: Largest energy scale ``sigma``: beyond it ``sigma^2`` nears overflow, and ``Y_p`` is at its ``beta -> infinity``
+#: value long before (``beta = 1e4`` and ``1e8`` differ by 6e-9 relative at ``T = 16``, ``p = 0.3``).
+SIGMA_MAX = 1e6
 #: Shared scale below which the first-order formula is used (relative error O(s_m^2) < 1e-10).
 _SM_SERIES = 1e-5
 #: Shared scale up to which ``m`` is integrated by Gauss-Hermite (checked against the lattice above it).
@@ -93,11 +97,11 @@ def _excess_hermite(sm: float, se: float, T: float) -> float:
     miss, keep, H = _site(y[None, :] + sm * g[:, None], se, x_lo, (1.0,))  # (nodes, len(y)) each
     H = H[1.0]
     a = w @ miss
-    one_minus_psi = a[:, None] + a[None, :] - (miss * w[:, None]).T @ miss  # accurate where psi ~ 1
-    log_psi = _log_l(one_minus_psi, (keep * w[:, None]).T @ keep)
+    one_minus_psi = a[:, None] + a[None, :] - _mm((miss * w[:, None]).T, miss)  # accurate where psi ~ 1
+    log_psi = _log_l(one_minus_psi, _mm((keep * w[:, None]).T, keep))
     k, l = np.triu_indices(len(g), 1)
     G = H[k] * keep[l] - keep[k] * H[l]  # (pairs, len(y)), zero at m_k = m_l
-    V = (G * (w[k] * w[l])[:, None]).T @ G  # (len(y), len(y)): half the sum over ordered pairs
+    V = _mm((G * (w[k] * w[l])[:, None]).T, G)  # (len(y), len(y)): half the sum over ordered pairs
     return float((T - 1.0) * np.sum(V * np.exp((T - 2.0) * log_psi)) * dy * dy)
 
 
@@ -134,9 +138,9 @@ def _yp_lattice(sm: float, se: float, T: float) -> float:
     at = np.arange(len(y))[None, :] + stride * np.arange(len(j))[:, None]  # (len(j), len(y)): y_i + m_j
     M, L, Hm = miss[at], keep[at], H[1.0][at]
     a = w @ M
-    one_minus_f = a[:, None] + a[None, :] - (M * w[:, None]).T @ M  # 1 - E_m[l l'], accurate near F = 1
-    f = (L * w[:, None]).T @ L
-    g = (Hm * w[:, None]).T @ Hm
+    one_minus_f = a[:, None] + a[None, :] - _mm((M * w[:, None]).T, M)  # 1 - E_m[l l'], accurate near F = 1
+    f = _mm((L * w[:, None]).T, L)
+    g = _mm((Hm * w[:, None]).T, Hm)
     return float(T * np.sum(g * np.exp((T - 1.0) * _log_l(one_minus_f, f))) * dy * dy)
 
 
@@ -154,6 +158,9 @@ def cross_excess_array(beta, T, q, p):
     """``Y_p - 1/T`` elementwise over broadcast arrays (the maps' kernel: only the domain of T is checked)."""
     check_seq_len(T, maximum=T_MAX, why=" (the two-row quadrature's domain; cross_overlap='1/T' or T=None beyond)")
     sig, TT, qq, pp = np.broadcast_arrays(_energy_scale(beta, T, q, p), np.asarray(T, dtype=float), q, p)
+    if np.any(sig > SIGMA_MAX):
+        raise ValueError(f"the energy scale sigma = beta sqrt(log T q (q - p)) must be at most {SIGMA_MAX:g} (Y_p has "
+                         f"reached its beta -> infinity value long before); got sigma = {float(np.max(sig)):.3g}")
     out = np.empty(sig.shape)
     for idx in np.ndindex(sig.shape):
         c = min(max(float(pp[idx] / qq[idx]), 0.0), 1.0) if qq[idx] > 0 else 0.0
@@ -161,6 +168,7 @@ def cross_excess_array(beta, T, q, p):
     return out
 
 
+@theory_function
 def cross_overlap(beta, T, q=1.0, p=0.0):
     r"""Exact finite-T cross-overlap ``Y_p = E sum_s A_ts A_t's`` of two attention rows (App. B.2.2).
 
@@ -169,7 +177,8 @@ def cross_overlap(beta, T, q=1.0, p=0.0):
     exactly for ``p = 0`` (independent rows), ``E Y^(2)`` for ``p -> q``, and ``Y_p -> 0`` as T -> infinity,
     slowly: in the condensed phase with ``p > 0`` it is several times ``1/T`` at moderate T. Computed as
     ``1/T + D`` with the excess ``D`` evaluated directly (module docstring; ~1e-9 relative on ``D``).
-    Domain: ``beta >= 0``, ``2 <= T <= T_MAX`` (1e12), ``0 <= p <= q``. Broadcasts over all arguments.
+    Domain: ``beta >= 0``, ``2 <= T <= T_MAX`` (1e12), ``0 <= p <= q``, ``sigma <= SIGMA_MAX`` (1e6). Broadcasts
+    over all arguments.
     """
     b, Ta, qa, pa = _check_cross(beta, T, q, p)
     out = 1.0 / np.asarray(Ta, dtype=float) + cross_excess_array(b, Ta, qa, pa)
@@ -195,4 +204,5 @@ def mc_cross_overlap(beta, *, T, n, q=1.0, p=0.0, generator=None, device=None) -
         A = torch.softmax(sigma * (math.sqrt(c) * b + math.sqrt(1.0 - c) * e), dim=-1)
         return torch.stack([A[:, 0].pow(2).sum(-1), (A[:, 0] * A[:, 1]).sum(-1)], dim=-1)
 
-    return monte_carlo(sample, n, generator=generator, chunk=max(1, min(n, int(2e6 // T))), device=device)
+    chunk = max(1, min(n, int(2e6 // T)))
+    return monte_carlo(sample, n, generator=generator, chunk=chunk, device=device, work=chunk * T)

@@ -32,8 +32,7 @@ import math
 
 import numpy as np
 
-from ..stats._validate import check_int, check_positive, check_seq_len, to_output
-
+from ..stats._validate import (check_int, check_positive, check_seq_len, theory_function, to_output)
 __all__: list[str] = []
 __theory__ = [
     "logit_variance",
@@ -47,6 +46,7 @@ __theory__ = [
 ]
 
 
+@theory_function
 def logit_variance(*, logit_scale, d, d_k, sigma_qk2, q=1.0):
     """``Var(a_ts) = logit_scale^2 d_k (sigma_qk2 d q)^2`` for Gaussian ``W_Q, W_K`` (t != s, p = 0)."""
     s = check_positive(logit_scale, "logit_scale")
@@ -57,6 +57,7 @@ def logit_variance(*, logit_scale, d, d_k, sigma_qk2, q=1.0):
     return to_output(s**2 * dk * (v * d * qa) ** 2, logit_scale, sigma_qk2, q)
 
 
+@theory_function
 def beta_equivalent(*, logit_scale, d, d_k, sigma_qk2, T):
     """Giorlandino & Goldt's ``beta`` with the same logit variance: ``s sqrt(d_k) v d / sqrt(log T)``."""
     s = check_positive(logit_scale, "logit_scale")
@@ -67,6 +68,7 @@ def beta_equivalent(*, logit_scale, d, d_k, sigma_qk2, T):
     return to_output(s * np.sqrt(dk) * v * d / np.sqrt(np.log(Ta)), logit_scale, sigma_qk2, T)
 
 
+@theory_function
 def qk_variance_for_beta(beta, *, T, d, d_k=None, logit_scale=None):
     """Inverse of :func:`beta_equivalent`: the entry variance giving ``beta`` (defaults: ``d_k = d``,
     ``logit_scale = 1/sqrt(d_k)``, i.e. ``beta sqrt(log T)/d``, Result 1)."""
@@ -78,6 +80,7 @@ def qk_variance_for_beta(beta, *, T, d, d_k=None, logit_scale=None):
     return to_output(b * np.sqrt(np.log(Ta)) / (s * math.sqrt(dk) * d), beta, T)
 
 
+@theory_function
 def beta_xavier(*, d, d_k, T, tau=1.0):
     """Equivalent beta of Xavier-initialised queries/keys with logits ``tau (Qx).(Ky)/sqrt(d_k)``
     (Noci et al. 2022, Sec. 3 and Eq. (19)): ``2 tau d / ((d + d_k) sqrt(log T))``."""
@@ -88,6 +91,7 @@ def beta_xavier(*, d, d_k, T, tau=1.0):
     return to_output(2 * t * d / ((d + dk) * np.sqrt(np.log(Ta))), tau, T)
 
 
+@theory_function
 def beta_bao(*, mean, scale, d, lam, T, q=1.0):
     """Equivalent beta of Bao et al.'s joint ``W_QK`` (eigenvalues of mean ``mean``, scale ``scale``)
     with logits ``x_t^T W_QK x_s / lam``. For i.i.d. Gaussian tokens of norm ``q`` the logits over keys
@@ -102,6 +106,7 @@ def beta_bao(*, mean, scale, d, lam, T, q=1.0):
     return to_output(np.sqrt(d * (m**2 + sc**2)) / (lm * np.sqrt(np.log(Ta))), mean, scale, T)
 
 
+@theory_function
 def bao_self_logit_mean(*, mean, d, lam, q=1.0):
     """Mean of the logit of a token with itself, ``E[x^T W_QK x]/lam = q tr(W_QK)/lam = q d mean/lam``."""
     d = check_positive(d, "d")
@@ -110,12 +115,14 @@ def bao_self_logit_mean(*, mean, d, lam, q=1.0):
     return to_output(qa * d * np.asarray(mean, dtype=float) / lm, mean)
 
 
+@theory_function
 def branch_from_skip(alpha_sa):
     """Noci's branch weight equivalent to Giorlandino & Goldt's skip strength in a post-LN block: ``1/alpha``."""
     a = check_positive(alpha_sa, "alpha_sa")
     return to_output(1.0 / a, alpha_sa)
 
 
+@theory_function
 def glorot_variance(fan_in, fan_out):
     r"""Glorot/Xavier normal variance ``2 / (fan_in + fan_out)`` (Noci et al. 2022, Sec. 3 and Lemma A.7,
     :math:`\sigma_k^2 = 2/(d_v + d_k)`); the default query/key variance of :class:`sigprop.BlockConfig`."""

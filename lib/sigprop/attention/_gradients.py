@@ -49,9 +49,8 @@ import torch
 
 from ._layer import attention_weights
 from ._uniform import _uniform_attention_kernel
-from ..stats._validate import (check_attention_weights, check_finite, check_option, check_positive, check_range, check_real,
-                        check_tensor, finite_tensor, to_output)
-
+from ..stats._validate import (check_attention_weights, check_finite, check_option, check_positive, check_range,
+                               check_real, check_tensor, finite_tensor, theory_function, to_output)
 __all__ = [
     "attention_jacobian_sq_norms",
     "softmax_param_grad_sq_norms",
@@ -89,6 +88,7 @@ def _dims(x, d_k, sigma_q2, sigma_k2, sigma_v2):
     return n, d, d_k, sq, sk, sv
 
 
+@theory_function
 def value_grad_sq_norm(x: torch.Tensor) -> torch.Tensor:
     r""":math:`\|\partial S/\partial W^V\|_F^2 = d_v\,n\,\|\bar x\|^2` under uniform attention.
 
@@ -100,6 +100,7 @@ def value_grad_sq_norm(x: torch.Tensor) -> torch.Tensor:
     return d * n * x.double().mean(-2).pow(2).sum(-1)
 
 
+@theory_function
 def query_grad_sq_norm(x: torch.Tensor, *, sigma_v2=None, sigma_k2=None) -> torch.Tensor:
     r""":math:`\mathbb E_W\|\partial S/\partial W^Q\|_F^2 = \sigma_v^2\sigma_k^2 d_v\|X\|_F^2\|X^\top X - n\bar x\bar x^\top\|_F^2/n^2`.
 
@@ -113,6 +114,7 @@ def query_grad_sq_norm(x: torch.Tensor, *, sigma_v2=None, sigma_k2=None) -> torc
     return sv * sk * d * xd.pow(2).sum((-2, -1)) * b.pow(2).sum((-2, -1)) / n**2
 
 
+@theory_function
 def input_grad_sq_norm(x: torch.Tensor, *, d_k=None, sigma_q2=None, sigma_k2=None, sigma_v2=None) -> torch.Tensor:
     r"""Exact :math:`\mathbb E_W\|\partial S/\partial X\|_F^2` under uniform attention (corrects Eq. 8).
 
@@ -134,6 +136,7 @@ def input_grad_sq_norm(x: torch.Tensor, *, d_k=None, sigma_q2=None, sigma_k2=Non
     return sq * sk * sv * (d * d * b2 / n + 2 * d * b2 / n**2 + d * d * key / n**2) + d * d * sv
 
 
+@theory_function
 def input_grad_bound(x: torch.Tensor, *, d_k=None, sigma_q2=None, sigma_k2=None, sigma_v2=None) -> torch.Tensor:
     r"""The right-hand side of Noci et al. (2022), Lemma 3.1, Eq. (8), as printed.
 
@@ -158,6 +161,7 @@ def _equi(n, d, rho, sigma_x2):
     return na, da, ra, sa
 
 
+@theory_function
 def value_grad_sq_norm_equicorrelated(n, d, rho, sigma_x2=1.0):
     r""":math:`\mathbb E\|\partial S/\partial W^V\|_F^2 = \sigma_x^2 d^2(1+\rho(n-1))`. Noci et al. (2022), Eq. (17).
 
@@ -167,6 +171,7 @@ def value_grad_sq_norm_equicorrelated(n, d, rho, sigma_x2=1.0):
     return to_output(sa * da**2 * (1 + ra * (na - 1)), n, d, rho, sigma_x2)
 
 
+@theory_function
 def query_grad_sq_norm_equicorrelated(n, d, rho, sigma_x2=1.0, *, exact=False):
     r""":math:`\sigma_x^6\frac{n-1}{n}(1-\rho)^2 d(n+d)`, Noci et al. (2022), Eq. (18).
 
@@ -182,6 +187,7 @@ def query_grad_sq_norm_equicorrelated(n, d, rho, sigma_x2=1.0, *, exact=False):
     return to_output(out, n, d, rho, sigma_x2)
 
 
+@theory_function
 def query_value_log_ratio(n, d, rho, sigma_x2=1.0, *, exact=False):
     r"""Natural log of Eq. (18) / Eq. (17): the theory panel of Noci et al. (2022), Fig. 13.
 
@@ -228,11 +234,13 @@ def attention_jacobian_sq_norms(x, w_q, w_k, w_v, *, attention="softmax", logit_
     att = check_option(attention, _Attention, "attention")
     if logit_scale is not None:
         logit_scale = check_real(logit_scale, "logit_scale", minimum=0.0)
-    names = tuple(wrt)
     index = {"x": 0, "q": 1, "k": 2, "v": 3}
+    if isinstance(wrt, str) or not isinstance(wrt, (tuple, list)):
+        raise TypeError(f"wrt must be a tuple of names from 'x', 'q', 'k', 'v'; got {wrt!r}")
+    names = tuple(wrt)
     bad = [w for w in names if w not in index]
-    if bad:
-        raise ValueError(f"wrt must contain only 'x', 'q', 'k', 'v'; got {bad}")
+    if bad or not names or len(set(names)) != len(names):   # issue 26, item 16: () and ("q", "q") reached torch
+        raise ValueError(f"wrt must name each of 'x', 'q', 'k', 'v' at most once, at least one; got {wrt!r}")
     if x.ndim != 3 or w_q.ndim != 3 or w_k.ndim != 3 or w_v.ndim != 3:
         raise ValueError("attention_jacobian_sq_norms needs one leading batch dimension: "
                          f"x (B, n, d), weights (B, d_out, d); got x {tuple(x.shape)}, w_q {tuple(w_q.shape)}")

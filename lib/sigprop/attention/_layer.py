@@ -24,7 +24,7 @@ cross-overlap ``Y_p = E sum_s A_ts A_t's`` (``1/T`` for independent rows, 0 as T
 The cosine map (Eq. 3, :func:`cosine_map`) is ``rho / (rho + (1 - rho) Y^(2))``; Appendix B.2.3
 prints ``rho / (1 + (1 - rho) Y^(2))`` (``form="appendix"``, an erratum).
 
-**Its Monte Carlo**: :func:`sample_scores` and :func:`attention_layer_mc` (named statistics in
+**Its Monte Carlo**: :func:`sample_scores` and :func:`mc_attention_layer` (named statistics in
 :class:`AttentionLayerStats`); the IPR of large layers is in ``sigprop.attention._ipr``.
 
 Used in ``chapters/giorlandino-goldt2025/02_rem_in_depth.ipynb`` and throughout the book.
@@ -45,10 +45,10 @@ from ..stats._random import as_generator
 from ._cross import cross_excess_array, excess_y2
 from ._rem import _energy_scale, ipr_limit, rem_quadrature
 from ..inputs import exact_equicorrelated_tokens, equicorrelated_tokens
-from ..stats._validate import (check_flag, check_int, check_option, check_overlaps, check_positive, check_range, check_real,
-                        check_same_device, check_seq_len, check_tensor, to_output)
-
-__all__ = ["self_attention", "layer_norm", "attention_weights", "sample_scores", "attention_layer_mc",
+from ..stats._validate import (check_flag, check_float_dtype, check_int, check_option, check_overlaps, check_positive,
+                               check_range, check_real, check_same_device, check_seq_len, check_tensor,
+                               theory_function, to_output)
+__all__ = ["self_attention", "layer_norm", "attention_weights", "sample_scores", "mc_attention_layer",
            "AttentionLayerStats"]
 __theory__ = ["score_covariance", "attention_map", "cosine_map"]
 
@@ -203,6 +203,7 @@ def _check_batch(x, **weights):
 # ---------------------------------------------------------------- its maps
 
 
+@theory_function
 def score_covariance(x, *, beta):
     r"""Covariance of the attention scores for fixed tokens, Eq. (9): ``beta^2 log T q_{t tau} q_{s sigma}``.
 
@@ -230,6 +231,7 @@ class CrossOverlap(str, enum.Enum):
     INDEPENDENT = "1/T"
 
 
+@theory_function
 def attention_map(q, p, *, beta, sigma_v2=1.0, gain_control=False, T=None, y2=None, yp=None, cross_overlap="rem"):
     r"""One attention layer (no residual, no LN): ``(q, p) -> (q', p')`` (Eqs. 20-23).
 
@@ -304,6 +306,7 @@ class _CosineForm(str, enum.Enum):
     APPENDIX = "appendix"
 
 
+@theory_function
 def cosine_map(rho, beta, *, form="result1"):
     r"""Cosine map of one attention layer, ``Phi_S(rho)`` (Result 1, Eq. 3), tokens with ``q = 1``.
 
@@ -347,7 +350,7 @@ def sample_scores(x, n, *, beta, generator=None):
 
 @dataclasses.dataclass(frozen=True)
 class AttentionLayerStats:
-    """Named results of :func:`attention_layer_mc`, each an :class:`~sigprop.Estimate` over samples.
+    """Named results of :func:`mc_attention_layer`, each an :class:`~sigprop.Estimate` over samples.
 
     ``q_in, p_in``: input overlaps; ``y2, y3``: mean ``sum_s A_ts^r`` (r = 2, 3); ``y_p``: cross-overlap
     ``sum_s A_ts A_t's`` (t != t'); ``q_out, p_out``: output overlaps averaged exactly over ``W_V``
@@ -374,7 +377,7 @@ class _Tokens(str, enum.Enum):
     GAUSSIAN = "gaussian"
 
 
-def attention_layer_mc(beta, *, T, d, n, rho=0.0, tokens="exact", generator=None, chunk=None, device=None,
+def mc_attention_layer(beta, *, T, d, n, rho=0.0, tokens="exact", generator=None, chunk=None, device=None,
                        dtype=torch.float32) -> AttentionLayerStats:
     r"""Monte Carlo of one random attention layer on tokens of cosine ``rho`` (``q_tt = 1``).
 
@@ -393,6 +396,7 @@ def attention_layer_mc(beta, *, T, d, n, rho=0.0, tokens="exact", generator=None
     d = check_int(d, "d", minimum=1)
     check_range(rho, "rho", 0.0, 1.0 - 1e-12)
     kind = check_option(tokens, _Tokens, "tokens")
+    check_float_dtype(dtype)
     if kind is _Tokens.EXACT and T + 1 > d:
         raise ValueError(f"tokens='exact' needs T + 1 <= d; got T={T}, d={d}")
     s = math.sqrt(float(beta) * math.sqrt(math.log(T)) / d)
@@ -422,6 +426,9 @@ def attention_layer_mc(beta, *, T, d, n, rho=0.0, tokens="exact", generator=None
         p_out = (out * off).sum((-1, -2)) / npair
         return torch.stack([q_in, p_in, y2, y3, yp, q_out, p_out, p_out / q_out], dim=-1)
 
-    if chunk is None:
+    if chunk is not None:
+        chunk = check_int(chunk, "chunk", minimum=1)
+    else:
         chunk = max(1, min(n, int(4e6 // (T * T + T * d + d * d))))
-    return AttentionLayerStats._from_columns(monte_carlo(sample, n, generator=generator, chunk=chunk, device=device))
+    est = monte_carlo(sample, n, generator=generator, chunk=chunk, device=device, work=chunk * T * d * d)
+    return AttentionLayerStats._from_columns(est)

@@ -56,6 +56,7 @@ on MPS the samplers draw in float32 there and return float32.
 from __future__ import annotations
 
 import enum
+import math
 
 import numpy as np
 import torch
@@ -63,9 +64,8 @@ from scipy.special import erf
 
 from ..stats._config import float64_device
 from ..stats._random import as_generator
-from ..stats._validate import (check_finite, check_int, check_option, check_positive, check_real, check_tensor,
-                        to_output)
-
+from ..stats._validate import (check_float_dtype, check_finite, check_int, check_option, check_positive, check_real, check_tensor,
+                               theory_function, to_output)
 __all__ = ["spectral_qk_matrix", "anisotropic_sigma", "last_query_logits", "linearised_softmax_argument",
     "piecewise_linear_softmax", "propagation_indicator", "qk_traces", "qk_norms", "qk_gradient_terms"]
 __theory__ = ["signal_propagation_moments", "signal_propagation_moments_paper", "variance_profile",
@@ -90,7 +90,7 @@ def _sampling_devices(generator, device, dtype):
     work = float64_device(dev)
     has64 = work.type == dev.type
     draw = torch.float64 if has64 else torch.float32
-    out = (torch.float64 if has64 else torch.float32) if dtype is None else dtype
+    out = (torch.float64 if has64 else torch.float32) if dtype is None else check_float_dtype(dtype)
     return g, dev, work, draw, out
 
 
@@ -131,8 +131,10 @@ def anisotropic_sigma(d: int, *, low: float = -2.5, high: float = 2.5, generator
     if not high > low:
         raise ValueError(f"need high > low; got low={low}, high={high}")
     g, dev, work, draw, out_dtype = _sampling_devices(generator, device, dtype)
+    if max(abs(low), abs(high)) > (limit := math.sqrt(torch.finfo(out_dtype).max) / 2):   # Sigma_ab <= that^2
+        raise ValueError(f"|low|, |high| must be at most {limit:.3g} (Sigma finite in {out_dtype}); got {low}, {high}")
     r = low + (high - low) * torch.rand(d, d, generator=g, device=dev, dtype=draw).to(work, torch.float64)
-    s = r.T @ r / d
+    s = (r.T / math.sqrt(d)) @ (r / math.sqrt(d))   # scaled first: the sums stay below max(|low|, |high|)^2
     return (0.5 * (s + s.T)).to(dev, out_dtype)
 
 
@@ -154,6 +156,10 @@ def last_query_logits(x: torch.Tensor, w_qk: torch.Tensor, lam: float) -> torch.
     check_tensor(w_qk, "w_qk", ndim_min=2, last=x.shape[-1])
     if w_qk.shape[-2] != x.shape[-1]:
         raise ValueError(f"w_qk must have shape (..., d, d) with d={x.shape[-1]}; got {tuple(w_qk.shape)}")
+    try:
+        torch.broadcast_shapes(w_qk.shape[:-2], x.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"batch shapes must broadcast: x {tuple(x.shape)}, w_qk {tuple(w_qk.shape)}") from None
     lam = check_real(lam, "lam", minimum=0.0, strict=True)
     w_qk = w_qk.to(device=x.device, dtype=x.dtype)
     # einsum contracts without materialising w_qk broadcast over x's batch (matmul would copy it per walk)
@@ -279,6 +285,7 @@ def qk_norms(w_qk: torch.Tensor, sigma: torch.Tensor | None = None) -> dict:
 # --------------------------------------------------------------------------- theory
 
 
+@theory_function
 def signal_propagation_moments(i, T, *, tr_w, tr_w2, lam, tr_wwt=None):
     r"""Exact mean and variance of ``Z_i = <gamma^i, omega> + gamma_0^i`` under Assumption 1.
 
@@ -314,6 +321,7 @@ def signal_propagation_moments(i, T, *, tr_w, tr_w2, lam, tr_wwt=None):
     return to_output(mu, *like), to_output(v, *like)
 
 
+@theory_function
 def variance_profile(theta, *, form: str = "corrected"):
     """``s(theta)`` with ``v = s(theta) tr(W^2)/lambda^2`` as ``T -> infinity``.
 
@@ -327,6 +335,7 @@ def variance_profile(theta, *, form: str = "corrected"):
     return to_output(s, theta)
 
 
+@theory_function
 def signal_propagation_moments_paper(theta, *, tr_w, tr_w2, lam):
     """Lemma 1 of Bao et al. 2024 as printed: ``((theta - 1/2) tr W/lambda, (2 theta^2 + 7/12) tr W^2/lambda^2)``."""
     th = check_finite(theta, "theta")
@@ -338,6 +347,7 @@ def signal_propagation_moments_paper(theta, *, tr_w, tr_w2, lam):
     return to_output(mu, theta, tr_w, tr_w2), to_output(v, theta, tr_w, tr_w2)
 
 
+@theory_function
 def gaussian_propagation_probability(mu, v):
     """``P(0 <= N(mu, v) <= 1) = [erf((1 - mu)/sqrt(2v)) + erf(mu/sqrt(2v))]/2`` (Bao et al. 2024, Sec. 4)."""
     m = check_finite(mu, "mu")
@@ -346,6 +356,7 @@ def gaussian_propagation_probability(mu, v):
     return to_output(0.5 * (erf((1 - m) / s) + erf(m / s)), mu, v)
 
 
+@theory_function
 def rho_theta(theta, xi, eta, *, form: str = "paper"):
     r"""``rho(theta)``, Bao et al. 2024, Eq. (6).
 
@@ -365,6 +376,7 @@ def rho_theta(theta, xi, eta, *, form: str = "paper"):
     return to_output(out, theta, xi, eta)
 
 
+@theory_function
 def rho_theta_limit(theta, r):
     """Limit of ``rho(theta)`` in Lemma 2 (items 1--2): ``xi -> +-inf``, ``eta -> 0``, ``xi eta -> r``.
 
@@ -390,6 +402,7 @@ def rho_theta_limit(theta, r):
     return to_output(out, theta, r)
 
 
+@theory_function
 def xi_eta(tr_w, tr_w2, lam):
     """``(xi, eta) = (tr W / sqrt(tr W^2), sqrt(tr W^2) / lambda)`` (Bao et al. 2024, Eq. (6))."""
     trw = check_finite(tr_w, "tr_w")
@@ -398,6 +411,7 @@ def xi_eta(tr_w, tr_w2, lam):
     return to_output(trw / np.sqrt(trw2), tr_w, tr_w2), to_output(np.sqrt(trw2) / la, tr_w2, lam)
 
 
+@theory_function
 def zhai_entropy_bound(nu, T):
     """Eq. (9) of Bao et al. 2024 as printed (after Zhai et al. 2023, Thm 3.1):
     ``ln(1 + T e^-nu) + nu e^(-nu/2) / (1/T + e^-nu)``.
@@ -411,6 +425,7 @@ def zhai_entropy_bound(nu, T):
     return to_output(out, nu, T)
 
 
+@theory_function
 def one_spike_entropy(delta, T):
     """Entropy of ``softmax`` of a logit vector with one entry ``delta`` above ``T - 1`` equal ones:
     ``ln(1 + (T-1) e^-delta) + delta (T-1) e^-delta / (1 + (T-1) e^-delta)``.
@@ -425,6 +440,7 @@ def one_spike_entropy(delta, T):
     return to_output(np.log1p(u) + dl * u / (1 + u), delta, T)
 
 
+@theory_function
 def min_entropy_bound(delta, T):
     """``ln(1 + (T-1) e^-delta)``: a lower bound on the Shannon entropy of ``softmax(omega)`` for any
     ``omega`` in ``R^T`` with ``max omega - min omega <= delta`` (Shannon >= min-entropy

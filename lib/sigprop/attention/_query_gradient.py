@@ -13,7 +13,7 @@ weights with i.i.d. entries of variance ``beta sqrt(log T) / d``; values with va
     \|\partial S / \partial W_Q\|_F^2 = \sum_t q_{tt} \sum_{u,u'} A_{tu} A_{tu'}
         (V_u - S_t)\cdot(V_{u'} - S_t)\,(K_u \cdot K_{u'}),
 
-with ``V_u = W_V X_u`` and ``K_u = W_K X_u`` (:func:`query_jacobian_norm`).
+with ``V_u = W_V X_u`` and ``K_u = W_K X_u`` (:func:`query_jacobian_sq_norm`).
 
 **The theory.** Replacing ``V_u . V_u'`` and ``K_u . K_u'`` by their means
 (``d sigma_v^2 q_uu'`` and ``d beta sqrt(log T) q_uu'``) and ``q_uu'`` by
@@ -59,10 +59,10 @@ from ..stats._estimate import Estimate
 from ..stats._montecarlo import monte_carlo
 from ._rem import rem_moments
 from ..inputs import equicorrelated_tokens
-from ..stats._validate import check_attention_weights, check_int, check_option, check_positive, check_range, to_output
-
-__all__ = ["query_jacobian_norm", "query_grad_norm_mc"]
-__theory__ = ["query_grad_norm"]
+from ..stats._validate import (check_attention_weights, check_float_dtype, check_int, check_option, check_positive,
+                               check_range, theory_function, to_output)
+__all__ = ["query_jacobian_sq_norm", "mc_rem_query_grad_sq_norm"]
+__theory__ = ["rem_query_grad_sq_norm"]
 
 
 class _Form(str, enum.Enum):
@@ -71,7 +71,8 @@ class _Form(str, enum.Enum):
     MEAN_FIELD = "mean-field"
 
 
-def query_grad_norm(beta, q=1.0, p=0.0, sigma_v2=1.0, *, T=None, form="corrected"):
+@theory_function
+def rem_query_grad_sq_norm(beta, q=1.0, p=0.0, sigma_v2=1.0, *, T=None, form="corrected"):
     r"""``T / (d^2 sqrt(log T)) E ||dL/dW_Q||_F^2`` at initialisation (Result 2, Eq. 26, ``C = 1``).
 
     For the loss ``L = (1/T) sum G_tj S_tj`` with a standard normal read-out ``G``.
@@ -101,7 +102,7 @@ def query_grad_norm(beta, q=1.0, p=0.0, sigma_v2=1.0, *, T=None, form="corrected
 # ---------------------------------------------------------------------------------------
 # Monte Carlo: autograd on random single-head attention layers
 # ---------------------------------------------------------------------------------------
-def query_jacobian_norm(x, w_q, w_k, w_v):
+def query_jacobian_sq_norm(x, w_q, w_k, w_v):
     r"""Exact ``||dS/dW_Q||_F^2`` for ``S(X) = softmax(X W_Q^T W_K X^T / sqrt(d)) X W_V^T``.
 
     Shapes: ``x (..., T, d)``, ``w_* (..., d, d)`` (rows = output features). Uses the
@@ -128,7 +129,7 @@ def query_jacobian_norm(x, w_q, w_k, w_v):
     return (qtt * (t1 - 2 * t2 + t4)).sum(-1)
 
 
-def query_grad_norm_mc(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, chunk=None,
+def mc_rem_query_grad_sq_norm(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, chunk=None,
                        device=None, dtype=torch.float32, progress=None) -> Estimate:
     r"""Monte Carlo of ``T / (d^2 sqrt(log T)) ||dL/dW_Q||_F^2`` by autograd (Result 2, Eq. 26).
 
@@ -136,7 +137,7 @@ def query_grad_norm_mc(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, 
     with the variances of Result 1, a read-out ``G``, and differentiates
     ``L = (1/T) sum G * S(X)`` with respect to ``W_Q`` (batched autograd: the summed loss
     of independent samples has per-sample gradients). Its mean is
-    :func:`sigprop.theory.query_grad_norm` with ``q = 1, p = rho`` up to finite-``d``
+    :func:`sigprop.theory.rem_query_grad_sq_norm` with ``q = 1, p = rho`` up to finite-``d``
     corrections. Returns an :class:`~sigprop.Estimate` over ``n`` i.i.d. samples.
     """
     check_positive(beta, "beta", allow_zero=True)
@@ -144,6 +145,7 @@ def query_grad_norm_mc(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, 
     d = check_int(d, "d", minimum=1)
     check_range(rho, "rho", 0.0, 1.0 - 1e-12)
     check_positive(sigma_v2, "sigma_v2")
+    check_float_dtype(dtype)
     beta, rho, sigma_v2 = float(beta), float(rho), float(sigma_v2)
     s_qk = math.sqrt(beta * math.sqrt(math.log(T)) / d)
     s_v = math.sqrt(sigma_v2 / d)
@@ -164,7 +166,9 @@ def query_grad_norm_mc(beta, T, d, n, *, rho=0.0, sigma_v2=1.0, generator=None, 
             (grad,) = torch.autograd.grad(L, w_q)
         return scale * grad.to(widest_float(grad.device)).pow(2).sum(dim=(-1, -2))
 
-    if chunk is None:
+    if chunk is not None:
+        chunk = check_int(chunk, "chunk", minimum=1)
+    else:
         chunk = max(1, min(n, int(2e7 // (T * T + 3 * T * d + 3 * d * d))))
     return monte_carlo(sample, n, generator=generator, chunk=chunk, device=device, progress=progress,
-                       desc="query gradient")
+                       desc="query gradient", work=chunk * T * d * (d + T))

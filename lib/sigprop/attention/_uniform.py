@@ -45,14 +45,12 @@ import numpy as np
 import torch
 
 from ..stats._estimate import Estimate
-from ..stats._validate import (check_attention_weights, check_finite, check_positive, check_real, check_tensor, finite_tensor,
-                        to_output)
-
+from ..stats._validate import (check_attention_weights, check_finite, check_int, check_positive, check_real,
+                               check_tensor, finite_tensor, theory_function, to_output)
 __all__ = [
     "gram_sum",
     "uniform_self_attention",
     "ratio_correlation",
-    "fit_power_law",
 ]
 __theory__ = [
     "uniform_gram_sum",
@@ -97,39 +95,21 @@ def ratio_correlation(c: torch.Tensor, f: torch.Tensor, n: int, dim: int = 0):
     check_tensor(f, "f")
     if c.shape != f.shape:
         raise ValueError(f"c and f must have the same shape; got {tuple(c.shape)} and {tuple(f.shape)}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"n (tokens) must be an int >= 2; got {n!r}")
+    n = check_int(n, "n (tokens)", minimum=2)
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -c.ndim <= dim < c.ndim:
+        raise ValueError(f"dim must be an axis of c (shape {tuple(c.shape)}); got {dim!r}")
     c, f = c.double(), f.double()
     N = c.shape[dim]
     if N < 2:
         raise ValueError(f"need at least 2 samples along dim {dim}; got {N}")
     cm, fm = c.mean(dim), f.mean(dim)
+    if bool((fm == 0).any()):  # issue 26, item 16: a ratio of expectations needs E F != 0
+        raise ValueError("f must have a nonzero mean along dim (it is a squared Frobenius norm, > 0 for tokens "
+                         "that are not all zero); got a zero mean")
     r = cm / fm
     resid = c - r.unsqueeze(dim) * f
     se_r = resid.std(dim, unbiased=True) / (N**0.5 * fm.abs())
     return Estimate((r - 1.0) / (n - 1), se_r / (n - 1), int(N))
-
-
-def fit_power_law(x, mean, stderr):
-    r"""Weighted least-squares fit of :math:`\log y = a + b\log x`; returns ``(b, se_b, a)``.
-
-    Weights :math:`1/\mathrm{se}(\log y)^2` with :math:`\mathrm{se}(\log y) = \mathrm{se}(y)/y`
-    (delta method). Used for the :math:`d_k`-exponent of Fig. 7 (Noci et al. 2022, Lemma A.7).
-    The slope's standard error is the usual WLS one, inflated by
-    :math:`\sqrt{\chi^2/\nu}` when the residuals exceed their error bars (a bad fit is not hidden).
-    """
-    x = check_positive(x, "x").ravel()
-    y = check_positive(mean, "mean").ravel()
-    s = check_positive(stderr, "stderr").ravel()
-    if not (x.shape == y.shape == s.shape) or x.size < 3:
-        raise ValueError(f"x, mean, stderr must be 1-d of equal length >= 3; got {x.shape}, {y.shape}, {s.shape}")
-    lx, ly, w = np.log(x), np.log(y), (y / s) ** 2
-    W = np.diag(w)
-    Xd = np.stack([np.ones_like(lx), lx], 1)
-    cov = np.linalg.inv(Xd.T @ W @ Xd)
-    a, b = cov @ Xd.T @ W @ ly
-    chi2 = float(np.sum(w * (ly - a - b * lx) ** 2)) / (x.size - 2)
-    return float(b), float(np.sqrt(cov[1, 1] * max(1.0, chi2))), float(a)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -178,6 +158,7 @@ def _depth(depth):
     return L
 
 
+@theory_function
 def uniform_gram_sum(c0, depth, *, branch_sa=1.0, branch_mlp=1.0):
     r""":math:`\mathbb E\,C(X^L) = (1+\alpha_1^2)^L(1+\alpha_2^2)^L\,C(X)`.
 
@@ -191,6 +172,7 @@ def uniform_gram_sum(c0, depth, *, branch_sa=1.0, branch_mlp=1.0):
     return to_output((1 + s1) ** L * (1 + s2) ** L * c0a, c0, depth, branch_sa, branch_mlp)
 
 
+@theory_function
 def uniform_sq_norm(f0, c0, n, depth, *, branch_sa=1.0, branch_mlp=1.0):
     r""":math:`\mathbb E\|X^L\|_F^2 = (1+\alpha_2^2)^L\big[((1+\alpha_1^2)^L - 1)\,C(X)/n + \|X\|_F^2\big]`.
 
@@ -208,6 +190,7 @@ def uniform_sq_norm(f0, c0, n, depth, *, branch_sa=1.0, branch_mlp=1.0):
     return to_output(out, f0, c0, n, depth, branch_sa, branch_mlp)
 
 
+@theory_function
 def uniform_mean_correlation(f0, c0, n, depth, *, branch_sa=1.0, branch_mlp=1.0):
     r"""Mean token correlation :math:`\rho^L` (Eq. 14) at depth :math:`L` under uniform attention.
 
@@ -230,6 +213,7 @@ def uniform_mean_correlation(f0, c0, n, depth, *, branch_sa=1.0, branch_mlp=1.0)
     return to_output(rho, f0, c0, n, depth, branch_sa, branch_mlp)
 
 
+@theory_function
 def residual_scaling(alpha_tilde, depth):
     r""":math:`\alpha = \sqrt{\tilde\alpha / L}`: the branch weight whose square is :math:`\tilde\alpha/L`.
 
@@ -240,6 +224,7 @@ def residual_scaling(alpha_tilde, depth):
     return to_output(np.sqrt(at / L), alpha_tilde, depth)
 
 
+@theory_function
 def uniform_gram_sum_limit(c0, *, alpha1_tilde, alpha2_tilde):
     r""":math:`\lim_{L\to\infty}\mathbb E C(X^L) = e^{\tilde\alpha_1+\tilde\alpha_2} C(X)`. Noci et al. (2022), Eq. (11)."""
     c0a = check_finite(c0, "c0")
@@ -248,6 +233,7 @@ def uniform_gram_sum_limit(c0, *, alpha1_tilde, alpha2_tilde):
     return to_output(np.exp(t1 + t2) * c0a, c0, alpha1_tilde, alpha2_tilde)
 
 
+@theory_function
 def uniform_sq_norm_limit(f0, c0, n, *, alpha1_tilde, alpha2_tilde):
     r""":math:`\lim_{L\to\infty}\mathbb E\|X^L\|_F^2 = e^{\tilde\alpha_2}\big[(e^{\tilde\alpha_1}-1)C(X)/n + \|X\|_F^2\big]`.
 
@@ -262,6 +248,7 @@ def uniform_sq_norm_limit(f0, c0, n, *, alpha1_tilde, alpha2_tilde):
     return to_output(out, f0, c0, n, alpha1_tilde, alpha2_tilde)
 
 
+@theory_function
 def uniform_mean_correlation_limit(f0, c0, n, *, alpha1_tilde):
     r""":math:`\lim_{L\to\infty}\rho^L` under :math:`\alpha_1^2 = \tilde\alpha_1/L`. Noci et al. (2022), Theorem 3.3, Eq. (15).
 
@@ -281,6 +268,7 @@ def uniform_mean_correlation_limit(f0, c0, n, *, alpha1_tilde):
     return to_output(out, f0, c0, n, alpha1_tilde)
 
 
+@theory_function
 def logit_second_moment(x: torch.Tensor, sigma_k2) -> torch.Tensor:
     r""":math:`\mathbb E[M_{ij}^2\mid X] = \sigma_k^4\|X_i\|^2\|X_j\|^2`, Noci et al. (2022), Lemma A.7, Eq. (43).
 
@@ -293,6 +281,7 @@ def logit_second_moment(x: torch.Tensor, sigma_k2) -> torch.Tensor:
     return finite_tensor(s * s * r.unsqueeze(-1) * r.unsqueeze(-2))
 
 
+@theory_function
 def uniform_deviation(x: torch.Tensor, sigma_k2) -> torch.Tensor:
     r"""Leading order of :math:`\mathbb E[\tfrac1{n^2}\|A-U\|_F^2\mid X]` = :math:`\sigma_k^4\|X\|_F^2\|LX\|_F^2/n^4`.
 

@@ -47,6 +47,7 @@ from typing import Callable
 
 import torch
 
+from ..stats._validate import check_int
 from ._pages import bench_pages
 from ._speed import (_load, bench_diagram, bench_forward, bench_grad, bench_ipr, bench_naive, forward_flops,
                      matmul_flops)
@@ -105,7 +106,10 @@ def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, p
     ``tiny=True`` uses toy sizes (seconds; for tests and the book page); ``only`` is a subset of
     ``{"forward", "naive", "ipr", "diagram", "grad", "pages"}``. ``pages`` adds :func:`bench_pages`.
     """
-    threads = threads or max(1, min(2, os.cpu_count() or 1))
+    cpus = os.cpu_count() or 1
+    threads = max(1, min(2, cpus)) if threads is None else check_int(threads, "threads", minimum=1, maximum=cpus)
+    if pages_load and not (pages or pages_twice):
+        raise ValueError("pages_load times pages beside a CPU-bound process: it needs pages=True or pages_twice=True")
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     names = ["forward", "naive", "ipr", "diagram", "grad"] + (["pages"] if pages or pages_twice else [])

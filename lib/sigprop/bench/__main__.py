@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from ..stats._validate import check_output_path
 from . import format_table, run
 
 
-def _positive_int(text: str) -> int:
+def _threads(text: str) -> int:
+    """Torch threads: 1 .. the machine's CPU count (issue 26, item 9: 100000 threads crashed torch)."""
+    cpus = os.cpu_count() or 1
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {cpus} (this machine's CPUs); got {text!r}") \
+            from None
+    if not 1 <= value <= cpus:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {cpus} (this machine's CPUs); got {value}")
     return value
 
 
@@ -33,14 +38,15 @@ def main(argv=None) -> int:
                     help="with --pages: run a CPU-bound process on two threads beside the pages (a busy machine)")
     ap.add_argument("--only", nargs="+", choices=["forward", "naive", "ipr", "diagram", "grad", "pages"],
                     help="run only these benchmarks")
-    ap.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default min(2, cpu count))")
+    ap.add_argument("--threads", type=_threads, default=None, help="torch threads (default min(2, cpu count))")
     args = ap.parse_args(argv)
-    if args.json:  # check the output path before the (long) run
+    if args.load and not (args.pages or args.pages_twice):
+        ap.error("--load times pages beside a CPU-bound process: it needs --pages or --pages-twice")
+    if args.json:  # check the output path before the (long) run, creating nothing
         try:
-            with open(args.json, "a"):
-                pass
-        except OSError as exc:
-            ap.error(f"cannot write --json {args.json!r}: {exc.strerror}")
+            check_output_path(args.json, "--json")
+        except ValueError as exc:
+            ap.error(str(exc))
     result = run(tiny=args.tiny, pages=args.pages, pages_twice=args.pages_twice, pages_load=args.load, only=args.only,
                  threads=args.threads, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr, flush=True))
     result["meta"]["command"] = " ".join(["python -m sigprop.bench", *(sys.argv[1:] if argv is None else argv)])

@@ -204,6 +204,8 @@ def load_text_corpus(source: str | pathlib.Path, *, level: str = "word", max_voc
 
     Words (or characters) outside the ``max_vocab - 1`` most frequent map to ``<unk>`` (id 0).
     """
+    if not isinstance(source, (str, pathlib.Path)) or not str(source).strip():  # issue 26, item 16: None reached open()
+        raise TypeError(f"source must be a text file path or 'wikitext-2'; got {source!r}")
     lv = check_option(level, Level, "level")
     max_vocab = check_int(max_vocab, "max_vocab", minimum=2)
     if str(source).lower() in ("wikitext-2", "wikitext2"):

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ..stats._config import widest_float
 from ..stats._random import as_generator
-from ..stats._validate import check_flag, check_int, check_positive, check_real
+from ..stats._validate import (check_allocation, check_flag, check_float_dtype, check_int, check_positive, check_real,
+                               check_scale_fits, check_tensor)
 
 __all__ = [
     "gaussian_tokens",
@@ -32,10 +34,14 @@ __all__ = [
 ]
 
 
-def _shape(batch, T, d):
+def _shape(batch, T, d, dtype=torch.float32):
+    """Validated sizes (the output's memory estimated before it is drawn) and a floating-point dtype."""
     for i, b in enumerate(batch):
         check_int(b, f"batch[{i}]", minimum=1)
-    return tuple(batch), check_int(T, "T", minimum=1), check_int(d, "d", minimum=1)
+    T, d = check_int(T, "T", minimum=1), check_int(d, "d", minimum=1)
+    check_float_dtype(dtype)
+    check_allocation((*batch, T, d), torch.float64, f"tokens of shape {(*batch, T, d)}")
+    return tuple(batch), T, d
 
 
 def _gen(generator, device):
@@ -46,8 +52,9 @@ def _gen(generator, device):
 def gaussian_tokens(*batch: int, T: int, d: int, q: float = 1.0, generator=None, device=None,
                     dtype=torch.float32) -> torch.Tensor:
     """I.i.d. Gaussian tokens with entry variance ``q``: shape ``(*batch, T, d)``."""
-    batch, T, d = _shape(batch, T, d)
-    check_positive(q, "q")
+    batch, T, d = _shape(batch, T, d, dtype)
+    q = check_real(q, "q", minimum=0.0, strict=True)
+    check_scale_fits(math.sqrt(q), dtype, "q")   # q = 1e300 in float32: refused, not -inf (issue 26, item 16)
     g, device = _gen(generator, device)
     return math.sqrt(q) * torch.randn(*batch, T, d, generator=g, device=device, dtype=dtype)
 
@@ -61,9 +68,10 @@ def equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, q: float = 1.
     ``sqrt(q d)`` (tokens as they leave a LayerNorm), so ``q_tt = q`` exactly and the mean cosine is
     ``rho`` up to ``O(d^{-1/2})`` fluctuations.
     """
-    batch, T, d = _shape(batch, T, d)
+    batch, T, d = _shape(batch, T, d, dtype)
     rho = check_real(rho, "rho", minimum=0.0, maximum=1.0)
     q = check_real(q, "q", minimum=0.0, strict=True)
+    check_scale_fits(math.sqrt(q * d), dtype, "q")   # token norms sqrt(q d) must be finite in dtype
     normalised = check_flag(normalised, "normalised")
     g, device = _gen(generator, device)
     common = torch.randn(*batch, 1, d, generator=g, device=device, dtype=dtype)
@@ -82,7 +90,7 @@ def exact_equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, generat
     (Gram-Schmidt of Gaussian vectors, via Cholesky): Giorlandino & Goldt 2025, Eq. (21)'s
     ``q_ss' = p + (q - p) delta`` without the ``O(d^{-1/2})`` fluctuations of random tokens.
     """
-    batch, T, d = _shape(batch, T, d)
+    batch, T, d = _shape(batch, T, d, dtype)
     if T + 1 > d:
         raise ValueError(f"exact equicorrelated tokens need T + 1 <= d; got T={T}, d={d}")
     rho = check_real(rho, "rho", minimum=0.0, maximum=1.0)
@@ -97,7 +105,7 @@ def exact_equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, generat
 def orthogonal_tokens(*batch: int, T: int, d: int, generator=None, device=None,
                       dtype=torch.float32) -> torch.Tensor:
     """Rows of a random (Haar) orthogonal frame scaled by sqrt(d): ``X X^T / d = I_T``; needs T <= d."""
-    batch, T, d = _shape(batch, T, d)
+    batch, T, d = _shape(batch, T, d, dtype)
     if T > d:
         raise ValueError(f"orthogonal tokens need T <= d; got T={T}, d={d}")
     g, device = _gen(generator, device)
@@ -113,11 +121,14 @@ def random_walk_tokens(*batch: int, T: int, d: int, sigma: torch.Tensor | None =
 
     ``sigma`` is the (d, d) step covariance (default identity); shape ``(*batch, T, d)``.
     """
-    batch, T, d = _shape(batch, T, d)
+    batch, T, d = _shape(batch, T, d, dtype)
     g, device = _gen(generator, device)
     steps = torch.randn(*batch, T, d, generator=g, device=device, dtype=widest_float(device))
     if sigma is not None:
-        sigma = torch.as_tensor(sigma, dtype=steps.dtype, device=device)
+        if not isinstance(sigma, torch.Tensor):
+            sigma = torch.as_tensor(np.asarray(sigma, dtype=float))
+        check_tensor(sigma, "sigma")   # finite: an inf diagonal gave NaN tokens (issue 26, item 16)
+        sigma = sigma.to(dtype=steps.dtype, device=device)
         if sigma.shape != (d, d):
             raise ValueError(f"sigma must have shape (d, d)=({d}, {d}); got {tuple(sigma.shape)}")
         if not torch.allclose(sigma, sigma.T, atol=1e-10):
@@ -127,4 +138,6 @@ def random_walk_tokens(*batch: int, T: int, d: int, sigma: torch.Tensor | None =
             raise ValueError(f"sigma must be positive semi-definite; smallest eigenvalue {float(evals.min()):.3g}")
         root = evecs * evals.clamp_min(0).sqrt()  # Sigma = root root^T
         steps = steps @ root.T
+        # the walk after T steps has entries of size ~sqrt(T lambda_max): they must fit dtype
+        check_scale_fits(math.sqrt(T * max(float(evals.max()), 0.0)), dtype, "sigma")
     return steps.cumsum(-2).to(dtype)

@@ -8,13 +8,19 @@ Two profiles size every experiment in the book:
   sizes, meant for a GPU.
 
 Devices: :func:`default_device` is ``SIGPROP_DEVICE`` if set (``cpu``, ``cuda``, ``cuda:1``, ``mps``;
-validated), else CUDA, else Apple MPS, else the CPU. MPS has no float64: :func:`float64_device` says
+validated; ``meta`` refused), else CUDA, else Apple MPS, else the CPU. Names follow one rule, for the two
+variables and for ``device=`` arguments alike: case and surrounding whitespace are ignored. MPS has no float64: :func:`float64_device` says
 where float64 work (theory, streamed sums) runs -- the device itself, or the CPU for MPS.
 
-Threads: tiny matrix products (a few hundred thousand multiply-adds) run faster on one thread, and on a
-busy machine torch's thread pool oversubscribes the cores; :func:`threads_for` limits torch to one
-thread while such work runs (the training loops and small forward passes use it), so notebooks never
-set thread counts themselves.
+Threads, decided once, here: small matrix products (below :data:`SMALL_WORK` multiply-adds) run on one
+thread. On a busy machine a second thread of a parallel region waits for its core at every small operation
+(issue 29, item 11: a G&G 03 page core ran 2.1x slower in wall time on two torch threads than on one beside
+other processes, and numpy's BLAS threads spun against torch's); on an idle machine one thread costs at most
+the parallel speed-up of these small products. :func:`threads_for` applies the rule around a block; the
+Monte Carlo engine applies it to every ``sample_fn`` call given its ``work`` (``monte_carlo(..., work=)``), and
+the quadratures of ``sp.theory`` compute their products through torch under it rather than numpy's own BLAS
+threads. Larger work keeps torch's setting (``OMP_NUM_THREADS`` or the user's). Notebooks never set thread
+counts themselves.
 """
 from __future__ import annotations
 
@@ -34,12 +40,26 @@ class Profile(str, enum.Enum):
     FULL = "full"
 
 
+#: Device types sigprop computes on (``meta`` holds shapes without values; tests/test_localisation.py's
+#: ``DeviceAudit`` adds it while meta stands in for an accelerator).
+COMPUTE_DEVICES = ("cpu", "cuda", "mps")
+
+
+def _normal_name(value: str) -> str:
+    """The one rule for names a user types (``SIGPROP_PROFILE``, ``SIGPROP_DEVICE``, ``device=``): surrounding
+    whitespace and case are ignored (``" FULL"`` is ``full``, ``"CUDA:1"`` is ``cuda:1``)."""
+    return value.strip().lower()
+
+
 def _parse_profile(value: str) -> Profile:
+    if not isinstance(value, str):
+        raise TypeError(f"a profile must be a name, one of {', '.join(p.value for p in Profile)}; got {value!r}")
     try:
-        return Profile(value.strip().lower())
+        return Profile(_normal_name(value))
     except ValueError:
         allowed = ", ".join(p.value for p in Profile)
-        raise ValueError(f"SIGPROP_PROFILE must be one of {allowed}; got {value!r}") from None
+        raise ValueError(f"SIGPROP_PROFILE must be one of {allowed} (case and surrounding spaces ignored); "
+                         f"got {value!r}") from None
 
 
 def profile() -> str:
@@ -71,11 +91,18 @@ def _parse_device(value, name: str = "SIGPROP_DEVICE") -> torch.device:
     if isinstance(value, torch.device):
         device = value
     elif isinstance(value, str):
-        if not re.fullmatch(r"cpu|mps|meta|cuda(:\d+)?", value):
-            raise ValueError(f"{name} must be 'cpu', 'cuda', 'cuda:N' or 'mps' (lower case, no spaces); got {value!r}")
-        device = torch.device(value)
+        if _normal_name(value) == "meta" or re.fullmatch(r"meta(:\d+)?", _normal_name(value)):
+            device = torch.device("meta")
+        elif not re.fullmatch(r"cpu|mps|cuda(:\d+)?", _normal_name(value)):
+            raise ValueError(f"{name} must be 'cpu', 'cuda', 'cuda:N' or 'mps' (case and surrounding spaces "
+                             f"ignored); got {value!r}")
+        else:
+            device = torch.device(_normal_name(value))
     else:
         raise TypeError(f"{name} must be a device name such as 'cpu' or a torch.device; got {value!r}")
+    if device.type not in COMPUTE_DEVICES:
+        raise ValueError(f"{name}={value!r} is not a device sigprop computes on ('meta' holds shapes without "
+                         "values); use 'cpu', 'cuda', 'cuda:N' or 'mps'")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{name}={value!r} but CUDA is not available on this machine; use 'cpu'")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():

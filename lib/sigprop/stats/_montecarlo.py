@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from ._config import as_device, float64_device
+from ._config import SMALL_WORK, as_device, float64_device, threads_for
 from ._estimate import Estimate
 from ._random import as_generator, block_generator, draw_seed
 from ._validate import check_int
@@ -43,6 +43,7 @@ def monte_carlo(
     device=None,
     progress: bool | None = None,
     desc: str | None = None,
+    work: float | None = None,
 ) -> Estimate:
     """Mean and standard error of ``n`` i.i.d. samples of ``sample_fn``.
 
@@ -62,29 +63,38 @@ def monte_carlo(
     progress
         True/False to force the tqdm bar; None shows it when the run is expected to
         take more than a few seconds.
+    work
+        Multiply-adds of the largest matrix product of one ``sample_fn`` call: below
+        :data:`sigprop.stats._config.SMALL_WORK` the calls run on one torch thread
+        (:func:`sigprop.threads_for`, the one decision for small workloads; on a busy machine a
+        second thread waits for its core at every small operation). None: torch's setting.
     """
     n = check_int(n, "n", minimum=2)
     chunk = min(n, 256) if chunk is None else check_int(chunk, "chunk", minimum=1)
     device = as_device(device)
     base = draw_seed(as_generator(generator))
     n_chunks = -(-n // chunk)
-    total = total_sq = shift = None
+    total = total_sq = shift = scale = None
     bar = None
     start = time.perf_counter()
     done = 0
     for k in range(n_chunks):
         m = min(chunk, n - done)
         g = block_generator(base, k, device)
-        x = sample_fn(m, g)
+        with threads_for(work if work is not None else SMALL_WORK):
+            x = sample_fn(m, g)
         if not isinstance(x, torch.Tensor) or x.shape[:1] != (m,):
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"sample_fn({m}, generator) must return a tensor with leading dimension {m}; got {got}")
         x = x.detach().to(float64_device(x.device), torch.float64)   # sums in float64 (the CPU's for MPS)
-        if shift is None:
+        _check_chunk(x, done)
+        if shift is None:  # shift and scale from the first chunk: the sums of squares cannot overflow
             shift = x.mean(0)
+            scale = (x - shift).abs().amax(0)
+            scale = torch.where(scale > 0, scale, torch.ones_like(scale))
             total = torch.zeros_like(shift)
             total_sq = torch.zeros_like(shift)
-        y = x - shift
+        y = (x - shift) / scale
         total += y.sum(0)
         total_sq += (y * y).sum(0)
         done += m
@@ -99,4 +109,12 @@ def monte_carlo(
         bar.close()
     mean_y = total / n
     var = (total_sq - n * mean_y**2).clamp_min(0.0) / (n - 1)
-    return Estimate(shift + mean_y, (var / n).sqrt(), n)
+    return Estimate(shift + mean_y * scale, (var / n).sqrt() * scale, n)
+
+
+def _check_chunk(x: torch.Tensor, done: int) -> None:
+    """NaN or inf statistics are refused where they appear (the sample's index), not averaged into the mean."""
+    if not bool(torch.isfinite(x).all()):
+        row = int((~torch.isfinite(x)).reshape(len(x), -1).any(1).nonzero()[0])
+        raise ValueError(f"sample_fn returned NaN or inf for sample {done + row} (of this run's samples, counted from 0); "
+                         "a Monte Carlo mean needs finite statistics: check sample_fn at these sizes")

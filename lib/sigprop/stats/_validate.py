@@ -6,10 +6,14 @@ check them without changing their type.
 from __future__ import annotations
 
 import enum
+import functools
 import math
+import os
 
 import numpy as np
 import torch
+
+from . import _config
 
 __all__ = ["TOL"]
 
@@ -126,6 +130,9 @@ def check_option(value, enum_cls: type[enum.Enum], name):
 def check_tensor(x, name, *, ndim_min=None, last=None, dtype_float=True, allow_empty=False):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    if x.device.type not in _config.COMPUTE_DEVICES:
+        raise ValueError(f"{name} is on the meta device (a shape without values): sigprop computes numbers; "
+                         "build it on 'cpu', 'cuda' or 'mps'")
     if not allow_empty and x.numel() == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(x.shape)}")
     if ndim_min is not None and x.ndim < ndim_min:
@@ -228,3 +235,107 @@ def check_real(value, name, *, minimum=None, maximum=None, strict=False) -> floa
     if high:
         raise ValueError(f"{name} must be <= {maximum}; got {out:.6g}")
     return out
+
+
+# ----------------------------------------------------------------------------- dtypes, sizes, memory
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_float_dtype(dtype, name="dtype") -> torch.dtype:
+    """A floating-point torch dtype (float16, bfloat16, float32, float64); integers, bools and complex refused."""
+    if not isinstance(dtype, torch.dtype) or dtype not in _FLOATS:
+        raise TypeError(f"{name} must be a floating-point torch dtype (torch.float16, torch.bfloat16, torch.float32 "
+                        f"or torch.float64); got {dtype!r}")
+    return dtype
+
+
+def check_scale_fits(scale: float, dtype: torch.dtype, name: str) -> None:
+    """Gaussian entries of standard deviation ``scale`` (up to ~10 SD) must be finite, and not all zero, in ``dtype``."""
+    info = torch.finfo(dtype)
+    if scale * 10.0 > info.max:
+        raise ValueError(f"{name} gives entries of size ~{scale:.3g}, beyond the range of {dtype} (largest "
+                         f"{info.max:.3g}); use dtype=torch.float64 or a smaller {name}")
+    if 0.0 < scale < info.tiny:
+        raise ValueError(f"{name} gives entries of size ~{scale:.3g}, below the smallest normal {dtype} "
+                         f"({info.tiny:.3g}): they would lose their digits or round to zero; use dtype=torch.float64 or a "
+                         f"larger {name}")
+
+
+def memory_budget() -> int:
+    """Bytes one allocation may take: half of this machine's memory (8 GiB where it cannot be read)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        total = 16 * 2**30
+    return int(total // 2)
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} bytes"
+
+
+def check_memory(nbytes: float, what: str) -> None:
+    """Refuse, before allocating, a request of ``nbytes`` beyond :func:`memory_budget` (expected vs got)."""
+    budget = memory_budget()
+    if nbytes > budget:
+        raise ValueError(f"{what} would need {_bytes(nbytes)} of memory, more than the budget {_bytes(budget)} "
+                         "(half of this machine's memory); ask for less")
+
+
+def check_allocation(shape, dtype, what: str) -> None:
+    """:func:`check_memory` for one tensor of ``shape`` and ``dtype``."""
+    check_memory(math.prod(int(s) for s in shape) * torch.empty((), dtype=dtype).element_size(), what)
+
+
+# ----------------------------------------------------------------------------- the theory contract
+def _grad_tensors(value, name):
+    """(name, tensor) for every tensor that requires grad in ``value`` (one level into lists, tuples, dicts)."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)] if value.requires_grad else []
+    if isinstance(value, (list, tuple)):
+        return [hit for i, v in enumerate(value) for hit in _grad_tensors(v, f"{name}[{i}]")
+                if isinstance(v, torch.Tensor)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in _grad_tensors(v, f"{name}[{k!r}]")
+                if isinstance(v, torch.Tensor)]
+    return []
+
+
+def theory_function(fn):
+    """Mark ``fn`` as an ``sp.theory`` function: the one contract of ``sigprop/theory.py``'s docstring.
+
+    Checked on every call: a tensor that requires grad is refused with a ValueError (theory functions are
+    float64 closed forms and quadratures, not differentiable; they never detach an input silently). The
+    result types (floats, numpy or torch float64 by the inputs) are checked for every theory function in
+    ``tests/test_theory_contract.py``.
+    """
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        hits = [hit for i, a in enumerate(args) for hit in _grad_tensors(a, f"argument {i}")]
+        hits += [hit for k, v in kwargs.items() for hit in _grad_tensors(v, k)]
+        if hits:
+            raise ValueError(f"{fn.__name__}: {hits[0][0]} requires grad, but sp.theory functions are not "
+                             "differentiable (float64 closed forms and quadratures); pass a number, an array or "
+                             "a detached tensor (x.detach())")
+        return fn(*args, **kwargs)
+
+    checked.__sigprop_theory__ = True
+    return checked
+
+
+def check_output_path(path, name: str) -> str:
+    """A file a command will write at its end: its folder exists and is writable (checked before a long run,
+    without creating anything)."""
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"{name} must name a file; got {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{name} {path!r} is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{name} {path!r}: no folder {folder!r}")
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise ValueError(f"{name} {path!r} is not writable")
+    return path
