@@ -76,3 +76,19 @@ def test_predict_refuses_rope_it_does_not_model():
     plain = sp.read_init(build("llama"))
     a, b = plain.predict(0.1, T=8, samples=64), plain.predict(0.1, T=8, samples=64, generator=0)
     assert a.shape == (DEPTH + 1,) and np.array_equal(a, b)           # the seed fixes the map's draws
+
+
+def test_predict_carries_the_models_rope_into_the_gram_map():
+    # the exact wiring: a Llama of base 500 with grouped heads is predicted by iterate_gram_map on the config read
+    # from it (base, share, d_k, key/value heads), and the base matters (base 10^4 moves the curve by 0.0038, same draws)
+    model = build("llama", rope_theta=500.0)
+    read = sp.read_init(sp.reinitialise(model, in_phase(sp.read_init(model).config), generator=0))
+    c = read.config
+    assert (c.positions, c.rope_theta, c.rope_fraction, c.head_dim, c.group_count) == ("rope", 500.0, 1.0, 32, 1)
+    G0 = 0.4 * np.eye(8) + 0.6
+    got = read.predict(0.6, T=8, samples=64)
+    want = sp.theory.iterate_gram_map(G0, DEPTH, c, samples=64, generator=0).mean_cosine()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    other = sp.theory.iterate_gram_map(G0, DEPTH, dataclasses.replace(c, rope_theta=1e4), samples=64,
+                                       generator=0).mean_cosine()
+    assert np.abs(other - got).max() > 1e-3
