@@ -57,7 +57,7 @@ __theory__ = ["cross_overlap"]
 #: Largest T of the finite-T two-row quadrature: its grid grows like log T (about 1 s at 1e12 on one core).
 T_MAX = 1e12
 #: Largest energy scale ``sigma``: beyond it ``sigma^2`` nears overflow, and ``Y_p`` is at its ``beta -> infinity``
-#: value long before (``beta = 1e4`` and ``1e8`` differ by 6e-9 relative at ``T = 16``, ``p = 0.3``).
+#: value long before (``beta = 1e4`` and ``5e5`` differ by 6e-9 relative at ``T = 16``, ``p = 0.3``).
 SIGMA_MAX = 1e6
 #: Shared scale below which the first-order formula is used (relative error O(s_m^2) < 1e-10).
 _SM_SERIES = 1e-5
