@@ -240,6 +240,17 @@ def test_cli_checks_options_and_output_before_working(tmp_path):
     assert threads.returncode == 2
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_cli_refuses_cuda_without_it_before_creating_a_file(tmp_path):
+    # issue 26, item 15: the regimes run printed a traceback after creating an empty output file
+    out = tmp_path / "r.json"
+    proc = _cli("regimes", "--device", "cuda", "--out", str(out))
+    assert proc.returncode != 0 and "CUDA is not available" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+    proc = _cli("locater", "--out", str(tmp_path / "no" / "r.json"))
+    assert proc.returncode != 0 and "no folder" in proc.stderr and not (tmp_path / "no").exists()
+
+
 def test_cli_quick_run_writes_a_record(tmp_path):
     proc = _cli("finite-size", "--case", "fig4-qgrad", "--size", "quick", "--out-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr

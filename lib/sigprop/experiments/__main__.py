@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import time
@@ -44,12 +45,15 @@ def _writable_dir(path: str) -> pathlib.Path:
 
 
 def _writable_file(path: str) -> pathlib.Path:
+    """``path`` can be written (checked without creating it: a run that stops early leaves no empty file)."""
     p = pathlib.Path(path)
-    try:
-        with open(p, "a"):
-            pass
-    except OSError as exc:
-        raise SystemExit(f"python -m sigprop.experiments: cannot write {path!r}: {exc.strerror}") from None
+    folder = p.parent if str(p.parent) else pathlib.Path(".")
+    if not path or p.is_dir():
+        raise SystemExit(f"python -m sigprop.experiments: {path!r} is not a file name")
+    if not folder.is_dir():
+        raise SystemExit(f"python -m sigprop.experiments: cannot write {path!r}: no folder {str(folder)!r}")
+    if not os.access(p if p.exists() else folder, os.W_OK):
+        raise SystemExit(f"python -m sigprop.experiments: cannot write {path!r}: permission denied")
     return p
 
 
@@ -89,6 +93,9 @@ def main(argv=None) -> int:
         out = pathlib.Path(args.out or f"gg2025_regimes_{args.size}.json")
         if args.only and not out.is_file():
             raise SystemExit(f"python -m sigprop.experiments: --only replaces regimes in an existing record; no {out}")
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise SystemExit("python -m sigprop.experiments: --device cuda but CUDA is not available on this machine; "
+                             "use --device cpu")
         out = _writable_file(str(out))
         if args.threads:
             torch.set_num_threads(args.threads)
