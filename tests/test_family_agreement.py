@@ -5,7 +5,8 @@ variances that put it in one phase of the trainability diagram, probed on 2 sequ
 cosine 0.1 (sp.mc_model_cosine), and its cosine after each block is tested against read_init(model).predict by the
 curve-level test at the book's level 0.001 (9999 sign-flip resamples; 16 >= 13 initialisations). The families with
 RoPE (Llama, Qwen2, GPT-NeoX) are predicted with it, through the Gram-matrix map (at these input cosines its effect
-is small; tests/test_predict_rope.py tests it where it is resolved). Phases (the diagram's criteria, cosine threshold 0.99 after the 8 blocks):
+is small; tests/test_predict_rope.py tests it where it is resolved). Phases (the diagram's criteria, cosine threshold
+0.99 after the 8 blocks):
 
 * trainable: beta = 0.5, branches sigma_v2 = sigma_o2 = 0.5;
 * rank collapse: beta = 0.5, sigma_v2 = sigma_o2 = 4: post-LN RoBERTa reaches cosine 1 - 1e-9 after the 8 blocks;
@@ -13,8 +14,9 @@ is small; tests/test_predict_rope.py tests it where it is resolved). Phases (the
   depth);
 * entropy collapse: beta = 2.5 > beta_c = sqrt(2 / (1 - rho)).
 
-Eight cases cover every layout and every phase (Llama under all three settings); each takes a few seconds (about 35 CPU-seconds
-in all, measured on the 2-core machine).
+Eight cases cover every layout and every phase (Llama under all three settings); each takes a few seconds (about 35
+CPU-seconds in all before RoPE was predicted, measured on the 2-core machine; the RoPE cases' Gram map adds about 2 s
+each).
 """
 import dataclasses
 

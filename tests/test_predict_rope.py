@@ -9,8 +9,8 @@ test over blocks 1..8 at the book's level 0.001 (9999 sign-flip resamples over t
 sp.curve_agreement; measured p = 0.34 Llama, 0.32 GPT-NeoX). Power: for Llama the same block without positions
 (ignore_rope=True) is off by more than 4 SE at the last block (measured z = -7.4), so the test can fail; GPT-NeoX
 rotates half of each head (rotary_pct = 0.5), which halves the effect (measured z = -2.8, not resolved at these
-sizes): that case checks that the rotated share is read and carried, not the test's power. About 15 CPU-seconds per case on the
-2-core machine (the Gram map's gated-SiLU kernel table is built once per process).
+sizes): that case checks that the rotated share is read and carried, not the test's power. About 15 CPU-seconds per
+case on the 2-core machine (the Gram map's gated-SiLU kernel table is built once per process).
 """
 import dataclasses
 
@@ -80,7 +80,8 @@ def test_predict_refuses_rope_it_does_not_model():
 
 def test_predict_carries_the_models_rope_into_the_gram_map():
     # the exact wiring: a Llama of base 500 with grouped heads is predicted by iterate_gram_map on the config read
-    # from it (base, share, d_k, key/value heads), and the base matters (base 10^4 moves the curve by 0.0038, same draws)
+    # from it (base, share, d_k, key/value heads), and the base matters (base 10^4 moves the curve by 0.0038 with the
+    # same logit draws)
     model = build("llama", rope_theta=500.0)
     read = sp.read_init(sp.reinitialise(model, in_phase(sp.read_init(model).config), generator=0))
     c = read.config
