@@ -5,6 +5,7 @@ them; it puts the global random number generators back after every test. These t
 that conftest in a fresh process and check that it fails exactly the offending tests, and that sigprop's samplers
 draw from their explicit generators only (STYLE.md: the library never touches global RNG state).
 """
+import os
 import pathlib
 import subprocess
 import sys
@@ -69,7 +70,8 @@ def test_the_conftest_fails_exactly_the_tests_that_leave_state_changed(tmp_path)
     (tmp_path / "test_inner.py").write_text(INNER.format(threads=suite_threads()))
     report = tmp_path / "report.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                           "test_inner.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                           "test_inner.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})  # CI's plugins: not here
     cases = {c.get("name"): c for c in ET.parse(report).getroot().iter("testcase")}
     failed = {name for name, c in cases.items() if c.find("error") is not None or c.find("failure") is not None}
     assert failed == {"test_leaves_threads_changed", "test_leaves_default_dtype_changed",
