@@ -6,6 +6,7 @@ curve-level tests at the book's level 0.001 (``sp.course.curve_test``). Sizes ar
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import matplotlib
@@ -186,3 +187,21 @@ def test_propagation_counts_agree_with_the_exact_moment_gaussian_at_large_d():
     assert cell.test("gauss").passed
     shifted = _propagation_mc.PropagationCell(**{**cell.__dict__, "gauss": np.clip(cell.gauss + 0.1, 0, 1)})
     assert not shifted.test("gauss").passed
+
+
+def test_propagation_test_accepts_a_zero_count_within_its_bound():
+    """A position counted 0 in every walk agrees with predictions ~1e-5 that differ slightly by draw (their rows
+    would otherwise have a tiny spread and a huge z); a prediction of 0.05 there (beyond 3 / (draws walks)) fails."""
+    draws, walks, T = 10, 40, 4
+    ind = torch.zeros(draws, walks, T)
+    ind[..., 1] = 1.0                                                   # position 1 counted in every walk
+    pred = np.zeros((draws, T))
+    pred[:, 1] = 1.0
+    pred[:, 2] = np.linspace(1e-5, 9e-5, draws)                         # tiny, draw-dependent probabilities
+    est = sp.estimate(torch.ones(5, T, dtype=torch.float64))
+    cell = _propagation_mc.PropagationCell(indicator=ind, gauss=pred, paper=pred, corrected_s=pred, xi=0.0, eta=0.0,
+                                           entropy=None, mass=est, gain=est, layer_gap=0.0)
+    assert cell.test("gauss").passed
+    far = pred.copy()
+    far[:, 2] = 0.05
+    assert not dataclasses.replace(cell, gauss=far).test("gauss").passed
