@@ -54,8 +54,16 @@ def test_post_ln_block_matches_the_formula():
     assert torch.allclose(m(tok), x @ m.head.T + m.head_b, atol=1e-5)
 
 
-def test_fit_learns_and_restores_threads():
+@pytest.fixture
+def two_threads():
+    """torch on 2 threads for the test, the suite's count restored after it (tests/conftest.py checks)."""
+    before = torch.get_num_threads()
     torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_fit_learns_and_restores_threads(two_threads):
     m = sp.TinyLM(_config(vocab=4, T=5, d=16, depth=1), generator=0)
     g = torch.Generator().manual_seed(0)
 
@@ -94,8 +102,7 @@ def test_config_validation():
         sp.TinyLM(_config(), generator=0)(torch.zeros(1, 9, dtype=torch.long))
 
 
-def test_threads_for_small_work_only():
-    torch.set_num_threads(2)
+def test_threads_for_small_work_only(two_threads):
     with sp.threads_for(1000):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
