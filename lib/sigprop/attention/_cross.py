@@ -151,6 +151,10 @@ def _check_cross(beta, T, q, p):
     qa, pa = check_overlaps(q, p, strict=False)
     check_range(pa / qa, "p/q", 0.0, 1.0)
     broadcast(beta=b, T=Ta, q=qa, p=pa)
+    sig = _energy_scale(b, Ta, qa, pa)
+    if np.any(sig > SIGMA_MAX):
+        raise ValueError(f"the energy scale sigma = beta sqrt(log T q (q - p)) must be at most {SIGMA_MAX:g} (Y_p has "
+                         f"reached its beta -> infinity value long before); got sigma = {float(np.max(sig)):.3g}")
     return b, Ta, qa, pa
 
 
@@ -158,9 +162,9 @@ def cross_excess_array(beta, T, q, p):
     """``Y_p - 1/T`` elementwise over broadcast arrays (the maps' kernel: only the domain of T is checked)."""
     check_seq_len(T, maximum=T_MAX, why=" (the two-row quadrature's domain; cross_overlap='1/T' or T=None beyond)")
     sig, TT, qq, pp = np.broadcast_arrays(_energy_scale(beta, T, q, p), np.asarray(T, dtype=float), q, p)
-    if np.any(sig > SIGMA_MAX):
-        raise ValueError(f"the energy scale sigma = beta sqrt(log T q (q - p)) must be at most {SIGMA_MAX:g} (Y_p has "
-                         f"reached its beta -> infinity value long before); got sigma = {float(np.max(sig)):.3g}")
+    # beyond SIGMA_MAX Y_p has reached its beta -> infinity value: a map whose q grows through depth (no
+    # normalisation) evaluates it there instead of failing (cross_overlap itself refuses such sigma)
+    sig = np.minimum(sig, SIGMA_MAX)
     out = np.empty(sig.shape)
     for idx in np.ndindex(sig.shape):
         c = min(max(float(pp[idx] / qq[idx]), 0.0), 1.0) if qq[idx] > 0 else 0.0

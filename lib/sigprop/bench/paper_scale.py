@@ -192,8 +192,8 @@ def _ipr_rung(case, d, T, inits, device, seed):
 def _qgrad_rung(case, d, T, inits, device, seed):
     out = {}
     for j, b in enumerate(case.params["betas"]):
-        est = sp.query_grad_norm_mc(b, T, d, inits, generator=seed + j, device=device, progress=False)
-        th = float(sp.theory.query_grad_norm(b, T=T))
+        est = sp.mc_rem_query_grad_sq_norm(b, T, d, inits, generator=seed + j, device=device, progress=False)
+        th = float(sp.theory.rem_query_grad_sq_norm(b, T=T))
         out[f"beta={b:g}"] = dict(mean=float(est.mean) / th - 1.0, se=float(est.stderr) / th)
     return out
 

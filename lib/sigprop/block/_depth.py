@@ -15,6 +15,7 @@ import torch
 
 from ..attention import ipr_limit, rem_quadrature
 from ..inputs import equicorrelated_tokens
+from ..stats._config import threads_for
 from ..stats._estimate import Estimate, estimate
 from ..stats._measures import mean_cosine
 from ..stats._random import as_generator
@@ -114,6 +115,7 @@ def mc_cosine_vs_depth(config: BlockConfig, depth: int, *, T: int, inits: int = 
         m = min(chunk, inits - start)
         params = sample_transformer(config, depth, inits=m, generator=g, device=g.device, dtype=dtype)
         x = equicorrelated_tokens(m, seqs, T=T, d=config.d, rho=rho0, generator=g, dtype=dtype)
-        rho = transformer_forward(x, params, config, measure=mean_cosine)  # (depth + 1, m, seqs)
+        with threads_for(m * seqs * T * config.d * max(config.d, config.hidden)):  # small products: one thread
+            rho = transformer_forward(x, params, config, measure=mean_cosine)  # (depth + 1, m, seqs)
         curves.append(rho.double().mean(-1).T.cpu())  # (m, depth + 1)
     return estimate(torch.cat(curves))

@@ -153,7 +153,7 @@ def _fifty_inits():
     groups = _GROUPS
     corr = []
     for k in range(groups):
-        r = sp.value_correlation_mc([1.0], **{**S8, "samples": 1000}, generator=list(range(50 * k, 50 * k + 50)))
+        r = sp.mc_value_correlation([1.0], **{**S8, "samples": 1000}, generator=list(range(50 * k, 50 * k + 50)))
         corr.append(r.correlation.mean[:, 0])
     return torch.stack(corr)  # (groups, 50)
 
@@ -164,7 +164,7 @@ _GROUPS = sp.pick(quick=4, full=20)
 
 @functools.lru_cache(maxsize=None)
 def _sweep42():
-    return sp.value_correlation_mc([0.01, 1.0], **S8, generator=sp.presets.AGHAJANYAN_SEC8_SEED)
+    return sp.mc_value_correlation([0.01, 1.0], **S8, generator=sp.presets.AGHAJANYAN_SEC8_SEED)
 
 
 @claim(id="aghajanyan2025-sec8-alpha-to-zero", document=DOC, source="Section 8, Figure 1",
@@ -250,7 +250,7 @@ def _():
 
 @functools.lru_cache(maxsize=None)
 def _sweep42_causal():
-    return sp.value_correlation_mc([0.01], **S8, causal=True, generator=sp.presets.AGHAJANYAN_SEC8_SEED)
+    return sp.mc_value_correlation([0.01], **S8, causal=True, generator=sp.presets.AGHAJANYAN_SEC8_SEED)
 
 
 @claim(id="aghajanyan2025-sec8-causal-limit", document=DOC, source="Section 8 (mask not stated)",
@@ -271,7 +271,7 @@ def _():
 def _two_readings(seeds, samples=1000):
     """Per init: (corr of u^T O_0, u^T O_1; corr of u^T W2 O_0, u^T W2 O_1), on the same inputs.
 
-    Weights, direction and inputs of seed s are redrawn in the order sp.value_correlation_mc draws them (so
+    Weights, direction and inputs of seed s are redrawn in the order sp.mc_value_correlation draws them (so
     the first reading is that function's number); the layer-2 value map W2 (d_v x d_v, entries N(0, 1/d_v)) of
     seed s comes from the seed 10_000 + s."""
     n, d, d_k, d_v = S8["n_tokens"], S8["d"], S8["d_k"], S8["d_v"]

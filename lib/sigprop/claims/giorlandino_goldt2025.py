@@ -62,11 +62,11 @@ def _ipr_limit():
 def _attention_is_rem():
     T, d = sp.pick(quick=2000, full=100_000), sp.pick(quick=128, full=256)
     mc = sp.mc_attention_ipr([2.0], T=T, d=d, inits=sp.pick(quick=48, full=64), queries=16, generator=11)
-    rem = sp.ipr_finite_width([2.0], T=T, d=d, samples=256, generator=12)
+    rem = sp.mc_ipr_finite_width([2.0], T=T, d=d, samples=256, generator=12)
     se = math.hypot(float(mc.stderr[0, 0]), float(rem.stderr[0]))
     return Measured(stated=float(rem.mean[0]), measured=float(mc.mean[0, 0]), stderr=se, tolerance=Z * se,
                     note=f"T={T}, d={d}, 48 layers x 16 rows; stated = finite-T REM averaged over the finite-width "
-                         "spread of the logit scale (sp.ipr_finite_width); tolerance 4 SE (both errors); the d -> "
+                         "spread of the logit scale (sp.mc_ipr_finite_width); tolerance 4 SE (both errors); the d -> "
                          "infinity limit at T = 16384 is row gg2025-fig3-ipr-finite-size")
 
 
@@ -154,7 +154,7 @@ def _phi_finite(beta, rho, T):
        expected="erratum", scale={"measured": {"T": 256, "d": 512}, "paper": {}})
 def _phi_s_appendix():
     beta, rho, T, d = 3.0, 0.3, 256, 512
-    lay = sp.attention_layer_mc(beta, T=T, d=d, n=16, rho=rho, generator=2, device="cpu").rho_out
+    lay = sp.mc_attention_layer(beta, T=T, d=d, n=16, rho=rho, generator=2, device="cpu").rho_out
     se = float(lay.stderr)
     return Measured(stated=sp.theory.cosine_map(rho, beta, form="appendix"), measured=float(lay.mean), stderr=se,
                     tolerance=Z * se, corrected=_phi_finite(beta, rho, T),
@@ -202,7 +202,7 @@ def _yp_subleading():
 
 def _extrapolated_grad(beta, T, ds, n, seed):
 
-    ests = [sp.query_grad_norm_mc(beta, T, d, n, generator=seed + d, device="cpu", progress=False) for d in ds]
+    ests = [sp.mc_rem_query_grad_sq_norm(beta, T, d, n, generator=seed + d, device="cpu", progress=False) for d in ds]
     fit = fit_gap(ds, [float(e.mean) for e in ests], [float(e.stderr) for e in ests])["gamma=1"]
     return fit.b, fit.b_se
 
@@ -214,8 +214,8 @@ def _extrapolated_grad(beta, T, ds, n, seed):
 def _result2():
     beta, T = 2.5, 128
     val, se = _extrapolated_grad(beta, T, [64, 128, 256], 100, 7)
-    return Measured(stated=sp.theory.query_grad_norm(beta, T=T, form="paper"), measured=val, stderr=se,
-                    tolerance=Z * se, corrected=sp.theory.query_grad_norm(beta, T=T),
+    return Measured(stated=sp.theory.rem_query_grad_sq_norm(beta, T=T, form="paper"), measured=val, stderr=se,
+                    tolerance=Z * se, corrected=sp.theory.rem_query_grad_sq_norm(beta, T=T),
                     note="autograd on random attention layers, d = 64, 128, 256 (100 each) extrapolated linearly in "
                          "1/d; corrected = beta sigma_v^2 q (q-p)^2 E[Y2 - 2Y3 + Y2^2] with exact finite-T REM "
                          "moments; the printed form is negative; tolerance 4 SE of the extrapolation")

@@ -140,8 +140,8 @@ def theory(case: Case, T: int, size: str = "record") -> dict:
     if case.kind == "ipr":
         return {"rem": np.asarray(sp.theory.ipr_finite(np.asarray(p["betas"]), T)),
                 "limit": np.asarray(sp.theory.ipr(np.asarray(p["betas"])))}
-    return {"theory": np.asarray(sp.theory.query_grad_norm(np.asarray(p["betas"]), T=T)),
-            "limit": np.asarray(sp.theory.query_grad_norm(np.asarray(p["betas"])))}
+    return {"theory": np.asarray(sp.theory.rem_query_grad_sq_norm(np.asarray(p["betas"]), T=T)),
+            "limit": np.asarray(sp.theory.rem_query_grad_sq_norm(np.asarray(p["betas"])))}
 
 
 def run_batch(case: Case, axis: str, d: int, T: int, inits: int, batch: int) -> np.ndarray:

@@ -17,8 +17,8 @@ Every sampler returns one row per independent initialisation (numpy, float64) an
   are ``beta sqrt(log T) d^{-3/2} w_t . x_s`` with ``w_t = G_K^T G_Q x_t``, so a layer costs
   ``O(T d queries)`` instead of ``O(T d^2)``; all betas share one draw.
 * :func:`qgrad_samples` -- ``T/(d^2 sqrt(log T)) E_G ||dL/dW_Q||^2`` of random attention layers (the law
-  of :func:`sigprop.query_grad_norm_mc` with ``rho = 0``), evaluated by the exact Jacobian identity
-  :func:`sigprop.query_jacobian_norm` (the read-out average ``E_G`` done exactly, so no read-out noise),
+  of :func:`sigprop.mc_rem_query_grad_sq_norm` with ``rho = 0``), evaluated by the exact Jacobian identity
+  :func:`sigprop.query_jacobian_sq_norm` (the read-out average ``E_G`` done exactly, so no read-out noise),
   ``(n, len(betas))``; all betas share one draw (``W_Q, W_K`` scale as ``sqrt(beta)``).
 """
 from __future__ import annotations
@@ -134,5 +134,5 @@ def qgrad_samples(betas, *, T: int, d: int, n: int, seed: int, sigma_v2: float =
         wv = math.sqrt(sigma_v2 / d) * torch.randn(m, d, d, generator=g, dtype=torch.float64)
         for j, b in enumerate(betas):
             r = math.sqrt(b)
-            out[start:start + m, j] = (scale * sp.query_jacobian_norm(x, r * gq, r * gk, wv)).numpy()
+            out[start:start + m, j] = (scale * sp.query_jacobian_sq_norm(x, r * gq, r * gk, wv)).numpy()
     return out
