@@ -95,9 +95,9 @@ def test_primary_model_is_the_first_that_fits():
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(x=[1, 2], gap=[0, 0], se=[1, 1]), "at least 3 rungs"),
-    (dict(x=[1, 2, 3], gap=[0, 0], se=[1, 1, 1]), "same length"),
-    (dict(x=[1, 2, 3], gap=[0, 0, 0], se=[1, 0, 1]), "positive"),
+    (dict(x=[1, 2], gap=[0, 0], se=[1, 1]), "equal length >= 3"),
+    (dict(x=[1, 2, 3], gap=[0, 0], se=[1, 1, 1]), "equal length"),
+    (dict(x=[1, 2, 3], gap=[0, 0, 0], se=[1, 0, 1]), "se must be > 0"),
     (dict(x=[1, 2, 3], gap=[0, np.nan, 0], se=[1, 1, 1]), "finite"),
 ])
 def test_fit_refuses_bad_input(bad, match):

@@ -10,7 +10,7 @@ from :func:`load_record`, a file written by that command and committed with the 
 ``python -m sigprop.experiments finite-size [--case NAME ...] [--size quick|record|full]`` runs the
 finite-size ladders of the chapter's theory-versus-Monte-Carlo comparisons (``._finite_size``: does each
 gap close as ``d`` grows, and how does it depend on ``T``); :func:`load_finite_size` reads the committed
-records, :func:`finite_size_ladder` turns one into a ladder with its ``a d^-gamma + b`` fits (``._scaling``),
+records, :func:`finite_size_ladder` turns one into a ladder with its ``a d^-gamma + b`` fits (``sigprop.stats._fits``),
 and ``tests/test_finite_size.py`` replays the first batch of the smallest rung of each record.
 
 ``python -m sigprop.experiments noci-fig10 [--out FILE]`` measures how the gap between softmax attention and
@@ -36,7 +36,7 @@ from ._finite_size import load as load_finite_size
 from ._finite_size import run_case as run_finite_size
 from ._regimes import BLOCK, RECORD_SEEDS, REGIMES, SIZES, Regime, load_record, regime_config, run_regimes
 from ._provenance import provenance
-from ._scaling import extrapolate, fit_gap
+from ..stats._fits import extrapolate, fit_gap
 from ._seeds import seed_prediction, seed_summary
 
 __all__ = ["BLOCK", "REGIMES", "RECORD_SEEDS", "SIZES", "Regime", "load_record", "regime_config", "run_regimes",

@@ -18,7 +18,7 @@ map itself. This module measures which, for every comparison the chapter makes (
 Each case has a ladder over ``d`` (at least four widths spanning 8x) and one over ``T`` at fixed ``d``,
 at three sizes (``quick``: seconds, for tests; ``record``: the committed run; ``full``). A rung is a list of
 batches of independent initialisations, each batch with its own seed (:func:`batch_seed`). The gap of
-every rung is fitted by ``a d^-gamma + b`` (``._scaling``); ``b`` is the gap at ``d -> infinity``.
+every rung is fitted by ``a d^-gamma + b`` (``sigprop.stats._fits``); ``b`` is the gap at ``d -> infinity``.
 
 ``python -m sigprop.experiments finite-size [--case NAME ...] [--size quick|record|full] [--out-dir DIR]``
 writes ``finite_size_<case>_<size>.json`` with provenance; the ``record`` files are committed in
@@ -37,7 +37,7 @@ import sigprop as sp
 
 from ._provenance import provenance
 from ._finite_size_mc import block_curves, gram_chain, ipr_samples, qgrad_samples
-from ._scaling import extrapolate
+from ..stats._fits import extrapolate
 
 __all__ = ["CASES", "SIZES", "Case", "run_case", "load", "analyse", "batch_seed", "rung_values", "ledger_row"]
 

@@ -54,7 +54,7 @@ from ..stats._measures import attention_ipr, mean_cosine
 from ..stats._estimate import Estimate
 from ..stats._random import as_generator
 from ._provenance import provenance
-from ._scaling import _fixed
+from ..stats._fits import InverseWidthFit, fit_inverse_width
 from ..stats._validate import check_int, check_option, check_real
 
 
@@ -146,38 +146,6 @@ def relative_gap(softmax: torch.Tensor, uniform: torch.Tensor) -> Estimate:
     r = ms / mu
     se = (fs - r * fu).std(0, unbiased=True) / (math.sqrt(N) * mu)
     return Estimate(r - 1.0, se, int(N))
-
-
-@dataclasses.dataclass(frozen=True)
-class InverseWidthFit:
-    """Weighted least-squares fit ``gap = a d^-gamma + b``: ``b`` is the gap extrapolated to ``d -> infinity``.
-
-    Standard errors are the usual WLS ones, inflated by ``sqrt(chi2/dof)`` when that exceeds 1 (as
-    :func:`sigprop.fit_power_law`); ``p`` is the chi-square probability of a worse fit under the model.
-    ``gamma = 0`` is the constant model (``a = 0``, only ``b``)."""
-
-    gamma: float
-    a: float
-    a_se: float
-    b: float
-    b_se: float
-    chi2: float
-    dof: int
-    p: float
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def fit_inverse_width(d, gap, stderr, *, gamma: float = 1.0) -> InverseWidthFit:
-    """Fit ``gap = a d^-gamma + b`` with weights ``1/stderr^2`` (``gamma = 0``: a constant ``b``); the standard
-    errors are inflated by ``sqrt(chi2/dof)`` when that exceeds 1 (as :func:`sigprop.fit_power_law` does)."""
-    d, y, s = (np.asarray(v, dtype=float).ravel() for v in (d, gap, stderr))
-    if not (d.shape == y.shape == s.shape) or d.size < 3 or np.any(s <= 0) or np.any(d <= 0):
-        raise ValueError(f"d, gap, stderr must be 1-d of equal length >= 3 with d, stderr > 0; got {d}, {y}, {s}")
-    f = _fixed(d, y, s, float(gamma))
-    inflate = math.sqrt(max(1.0, f.chi2_dof))
-    return InverseWidthFit(float(gamma), f.a, f.a_se * inflate, f.b, f.b_se * inflate, f.chi2, f.dof, f.p)
 
 
 def _rung(d, networks, seed, *, n, depth, activation, diagnostics):
