@@ -35,8 +35,8 @@ def _weights(B, d, *, d_k=None, generator, dtype=torch.float64):
 
 
 def _config(d, a1, a2, *, uniform=True, norm="none"):
-    return sp.BlockConfig(d=d, norm=norm, activation="linear", branch_sa=a1, branch_mlp=a2, sigma_w2=1.0,
-                          sigma_v2=1.0, sigma_b2=0.0, d_ff=d, logit_scale=0.0 if uniform else None)
+    return sp.BlockConfig(d=d, branch_sa=a1, branch_mlp=a2, d_ff=d,
+                          **{**sp.presets.NOCI_SEC32, "norm": norm, "logit_scale": 0.0 if uniform else None})
 
 
 def _equal_norm_input(n, d, seed, *, centred=False):
