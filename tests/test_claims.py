@@ -85,6 +85,19 @@ def test_every_document_has_claims_and_ids_are_unique():
     assert any(c.document == "giorlandino-goldt2025" for c in all_claims)
 
 
+def test_a_duplicated_id_is_refused_even_between_functions_of_one_name():
+    # issue 24: the guard compared __qualname__, which is "_" for every claim of aghajanyan2025.py, so a second
+    # claim under an existing id silently replaced the first
+    existing = claims.registry("aghajanyan2025")[0]
+
+    def _():
+        raise AssertionError("never run")
+
+    with pytest.raises(ValueError, match="registered twice"):
+        claims.claim(id=existing.id, document="aghajanyan2025", source="-", claim="-")(_)
+    assert claims.registry("aghajanyan2025")[0].fn is existing.fn
+
+
 def test_cli_checks_its_output_path_before_working(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sigprop.claims", "--json", str(tmp_path / "no" / "such" / "f.json")],
                           capture_output=True, text=True, timeout=60)

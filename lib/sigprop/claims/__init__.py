@@ -68,6 +68,11 @@ class Claim:
 _REGISTRY: dict[str, Claim] = {}
 
 
+def _where(fn) -> tuple:
+    """Where a claim function is defined (file and first line): names repeat (many are ``_``), places do not."""
+    return fn.__code__.co_filename, fn.__code__.co_firstlineno
+
+
 def claim(*, id: str, document: str, source: str, claim: str, expected: str = "reproduced",
           nature: str = "statement", scale: dict | None = None):
     """Decorator registering a claim function ``() -> Measured`` under a unique ``id``.
@@ -90,8 +95,8 @@ def claim(*, id: str, document: str, source: str, claim: str, expected: str = "r
     sizes = _check_scale(scale, id)
 
     def register(fn):
-        if id in _REGISTRY and _REGISTRY[id].fn.__qualname__ != fn.__qualname__:
-            raise ValueError(f"claim id {id!r} is registered twice")
+        if id in _REGISTRY and _where(_REGISTRY[id].fn) != _where(fn):   # a reloaded module re-registers its own
+            raise ValueError(f"claim id {id!r} is registered twice: {_where(_REGISTRY[id].fn)} and {_where(fn)}")
         _REGISTRY[id] = Claim(id, document, source, claim, status, fn, kind, sizes)
         return fn
 
