@@ -76,9 +76,10 @@ def hf_logit_variance(*, d, heads, std, draws, generator):
 
     transformers.logging.set_verbosity_error()
     dk, Tm = d // heads, 64
-    model = transformers.BertModel(transformers.BertConfig(hidden_size=d, num_hidden_layers=1, num_attention_heads=heads,
-                                                           intermediate_size=d, vocab_size=2, initializer_range=std,
-                                                           max_position_embeddings=Tm), add_pooling_layer=False)
+    config = transformers.BertConfig(hidden_size=d, num_hidden_layers=1, num_attention_heads=heads, intermediate_size=d,
+                                     vocab_size=2, initializer_range=std, max_position_embeddings=Tm)
+    with torch.random.fork_rng():                          # the constructor's draw (redrawn below) leaves the global RNG
+        model = transformers.BertModel(config, add_pooling_layer=False)
     att = model.encoder.layer[0].attention.self
     g = torch.Generator().manual_seed(generator)
     var = []
