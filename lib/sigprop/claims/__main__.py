@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     parser.add_argument("--record", action="store_true",
                         help="rewrite the committed record sigprop/claims/records/<document>.json of the documents run")
     args = parser.parse_args(argv)
+    if args.json is not None and not args.json.strip():
+        parser.error("--json needs a file name ('-' for stdout); got an empty string")   # issue 26, item 15
     out = _writable(args.json) if args.json and args.json != "-" else None
     docs = DOCUMENTS if args.document is None else tuple(d for d in DOCUMENTS if d in args.document)
     chosen = None
