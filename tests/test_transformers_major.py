@@ -10,6 +10,7 @@ runs reuse it: about 1 minute for the tests themselves). Where the index cannot 
 pip's message. Only the files that test HF models run there: tests/test_probe_families.py, tests/test_probe.py,
 tests/test_real.py and tests/test_models_edges.py.
 """
+import hashlib
 import os
 import pathlib
 import shutil
@@ -32,9 +33,12 @@ FILES = ["tests/test_probe_families.py", "tests/test_probe.py", "tests/test_real
 def _environment() -> pathlib.Path:
     cache = pathlib.Path(os.environ.get("SIGPROP_TEST_CACHE", pathlib.Path.home() / ".cache" / "sigprop-tests"))
     tag = f"{OTHER.split('>=')[1].split(',')[0]}-py{sys.version_info[0]}{sys.version_info[1]}-torch{torch.__version__}"
-    root = cache / f"transformers-{tag}".replace("+", "_")
+    # keyed by this environment too: the cached environment links to this one's packages
+    here = hashlib.sha256(sys.prefix.encode()).hexdigest()[:10]
+    root = cache / f"transformers-{tag}-{here}".replace("+", "_")
     py = root / "venv" / "bin" / "python"
-    if (root / "ready").exists() and py.exists():
+    if (root / "ready").exists() and py.exists() and subprocess.run(
+            [str(py), "-c", "import torch, transformers"], capture_output=True, timeout=300).returncode == 0:
         return py
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
