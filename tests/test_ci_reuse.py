@@ -49,3 +49,17 @@ def test_a_changed_library_reuses_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(plugin, "STAMP", tmp_path / "stamp")
     assert plugin.executed_by_the_build([ROOT / "book" / "primer.ipynb"]) == set()
     assert "changed" in plugin._reason[-1]
+
+
+def test_everything_reused_is_a_pass_not_no_tests_collected(monkeypatch):
+    # CI: with every notebook executed by the build, nbval is left nothing and pytest exits 5 ("no tests
+    # collected"), which failed `make test` although nothing had failed
+    reuse = _plugin()
+    session = type("Session", (), {"exitstatus": 5})()
+    monkeypatch.setattr(reuse, "_reused", ["chapters/x.ipynb"])
+    reuse.pytest_sessionfinish(session, 5)
+    assert session.exitstatus == 0
+    monkeypatch.setattr(reuse, "_reused", [])
+    session.exitstatus = 5
+    reuse.pytest_sessionfinish(session, 5)        # nothing reused: an empty selection stays an error
+    assert session.exitstatus == 5
