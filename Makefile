@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 # A CPU build of PyTorch is installed only where the venv has none (Colab and GPU users keep theirs). On the
 # public index a plain `torch` on Linux is the CUDA build (several GB): the CPU wheel index is searched too, and
 # its +cpu build wins. For a CUDA build: make TORCH_INDEX=https://download.pytorch.org/whl/cu128 venv
+# One retry: where that index cannot be reached (an offline mirror of PyPI), pip's five retries with back-off
+# cost about ten seconds for each of torch's dependencies (two minutes here) before pip uses the other index.
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Assignment masters (book/assignments) are graded by tests/test_assignments.py, not run by nbval.
@@ -18,7 +20,7 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)" --extra-index-url "$(TORCH_INDEX)"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --retries 1 "$(TORCH_SPEC)" --extra-index-url "$(TORCH_INDEX)"
 	$(PY) -m pip install -q -e ".[book,test,assignments]"
 	touch $@
 

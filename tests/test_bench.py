@@ -34,6 +34,20 @@ def test_tiny_run_and_table(tmp_path):
     assert json.loads(path.read_text())["rows"]
 
 
+
+def test_the_record_in_words():
+    """The benchmarks page's table and sentence (bench.speed_table, bench.goals_summary) from the committed run."""
+    speed = [r for r in bench.load_record()["rows"] if r["bench"] != "pages"]
+    table = bench.speed_table(speed)
+    assert list(table.columns) == ["benchmark", "setting", "result", "goal"] and len(table) == len(speed)
+    assert all(re.match(r"[A-Za-z/ ,-]+: [0-9.e+-]+( ×| s| MB)?$", t) for t in table["result"]), list(table["result"])
+    goals = [r for r in speed if r["meets"] is not None]
+    met = sum(bool(r["meets"]) for r in goals)
+    text = bench.goals_summary(speed)
+    assert text.startswith(f"Goals met in this run: {met} of {len(goals)}") and "vmap" in text
+    missed = dict(speed[0], goal="< 1 s", meets=False, metric="time (s)", value=2.5)
+    assert "Missed: " in bench.goals_summary([missed]) and "time: 2.5 s, goal < 1 s" in bench.goals_summary([missed])
+
 def test_ipr_subprocess_tiny():
     rows = bench.bench_ipr(T=2048, n_beta=2, queries=2, inits=2, d=4, threads=1)
     seconds, memory = rows

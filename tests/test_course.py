@@ -6,6 +6,7 @@ assert (one level, 0.001).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pathlib
 import re
@@ -184,9 +185,33 @@ def test_ledger_table_escapes_and_puts_status_first():
 
     record = load_record("giorlandino-goldt2025")
     html = sp.course.ledger_table(record, quote)
+    assert html == sp.course.ledger_table(list(record.values()))      # a dict or its rows; quote by default
     assert html.count("<tr>") == len(record) + 1
     first_row = html.split("<tr>")[2]
-    assert re.match(r"<td><b>[a-z-]+</b></td>", first_row)
+    assert re.match(r"<td style='color:#[0-9a-f]{6}'><b>[a-z&;-]+</b></td>", first_row)
+    for r in record.values():                                          # every number as claims.quote prints it
+        assert quote(r.id, record=record) in html
+
+
+def test_ledger_table_typesets_math_and_escapes_html():
+    from sigprop.claims import load_record
+
+    row = next(iter(load_record("noci2022").values()))
+    fake = dataclasses.replace(row, claim="a < b and $\\alpha_1$", note="<script>", corrected=None)
+    html = sp.course.ledger_table({row.id: fake})
+    assert "a &lt; b and \\(\\alpha_1\\)" in html and "<script>" not in html and "&lt;script&gt;" in html
+    summary = sp.course.ledger_summary([fake])
+    assert summary.startswith("<p class='mathjax_process'>1 claims checked: 1 ")
+
+
+def test_ledger_provenance_names_rows_recorded_later():
+    from sigprop.claims import load_record
+
+    rows = list(load_record("noci2022").values())[:3]
+    later = dict(rows[2].provenance, date="2001-01-01")
+    rows[2] = dataclasses.replace(rows[2], provenance=later)
+    text = sp.course.ledger_provenance(rows)
+    assert text.count("recorded ") == 2 and f"rows {rows[2].id}: recorded 2001-01-01" in text
 
 
 def test_explore_gives_the_diagrams_verdict_and_both_tests():

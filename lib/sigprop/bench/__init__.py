@@ -29,7 +29,8 @@ Benchmarks (each returns a list of result rows, see :func:`run`):
 Nothing here is asserted in the test suite (``tests/test_bench.py`` runs it at tiny sizes only).
 
 The book's benchmarks page replays a committed run, :data:`RECORD` (``make bench-record``: the default table
-on a quiet machine, then every page under a competing CPU-bound process), read by :func:`load_record`;
+on a quiet machine, then every page under a competing CPU-bound process), read by :func:`load_record` and
+put in words by :func:`speed_table` and :func:`goals_summary`;
 the record's ``meta`` says when, where and at which commit it was measured.
 
 The tanh trainability diagram met the 2 s goal only after the tanh MLP moments were tabulated in
@@ -49,12 +50,15 @@ import torch
 
 from ..stats._validate import check_int
 from ._pages import bench_pages
+from ._report import format_table, goals_summary, speed_table
 from ._speed import (_load, bench_diagram, bench_forward, bench_grad, bench_ipr, bench_naive, forward_flops,
                      matmul_flops)
 
 __all__ = [
     "run",
     "format_table",
+    "speed_table",
+    "goals_summary",
     "matmul_flops",
     "bench_forward",
     "bench_naive",
@@ -150,25 +154,3 @@ def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, p
     meta["loadavg_end"] = _load()
     return {"meta": meta, "rows": rows}
 
-
-def _fmt(v):
-    if isinstance(v, float):
-        return f"{v:.3g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
-    return str(v)
-
-
-def format_table(result: dict) -> str:
-    """The result of :func:`run` as a plain-text table."""
-    rows = result["rows"]
-    head = ("benchmark", "setting", "metric", "value", "goal", "meets")
-    body = [(r["bench"], r["setting"], r["metric"], _fmt(r["value"]), r["goal"] or "",
-             "" if r["meets"] is None else ("yes" if r["meets"] else "NO")) for r in rows]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    line = "  ".join("{:<%d}" % w for w in widths)
-    out = [line.format(*head), line.format(*("-" * w for w in widths))]
-    out += [line.format(*b) for b in body]
-    m = result["meta"]
-    out.append("")
-    out.append(f"torch {m['torch']}, {m['cpu_count']} CPUs, {m['torch_threads']} threads, cuda: {m['cuda']}; "
-               f"load average {m['loadavg_start']} -> {m.get('loadavg_end')}; {m.get('seconds', 0):.0f} s in all")
-    return "\n".join(out)

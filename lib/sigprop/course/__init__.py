@@ -7,7 +7,8 @@ each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal)
 * ``_tables``: the book's one test level and how a page prints and decides a check -- ``LEVEL``, ``curve_test``,
   ``verdict``, ``pm`` (mean ± SE), ``sci``, ``pvalue``, ``glue`` (numbers for the prose);
 * ``_compare``: random transformers against their block map, block by block (``compare_depth``);
-* ``_records``: readers of the committed records a page replays (finite-size ladders, training runs, the ledger);
+* ``_records``: readers of the committed records a page replays (finite-size ladders, training runs);
+* ``_ledger``: the claims ledger's table, summary and provenance line, the same on every page;
 * ``_plots``: figure helpers shared by pages (trainability diagrams, training curves);
 * ``_layers``: small Monte Carlo helpers used only by the synthesis pages;
 * ``_explorer``: the trainability explorer (synthesis).
@@ -24,8 +25,11 @@ from ._tables import (
 )
 from ._compare import DepthComparison as DepthComparison, compare_depth as compare_depth
 from ._records import (
-    first_step_below as first_step_below, ledger_table as ledger_table, record_maps as record_maps, record_rung as record_rung,
+    first_step_below as first_step_below, record_maps as record_maps, record_rung as record_rung,
     training_summary as training_summary, yp_shift as yp_shift,
+)
+from ._ledger import (
+    ledger_provenance as ledger_provenance, ledger_summary as ledger_summary, ledger_table as ledger_table,
 )
 from ._plots import (
     PHASE_COLORS as PHASE_COLORS, PHASE_COLORS_PALE as PHASE_COLORS_PALE, plot_diagram as plot_diagram,

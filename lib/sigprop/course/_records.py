@@ -3,13 +3,10 @@
 The records themselves are written and loaded by :mod:`sigprop.experiments` (``load_finite_size``,
 ``load_record``) and :mod:`sigprop.claims` (``load_record``); this module turns them into what a page shows:
 the block maps stored with a finite-size record (:func:`record_maps`), the layer-mean shift that the exact
-cross-overlap predicts (:func:`yp_shift`), one rung of a ladder (:func:`record_rung`), the summary table of a
-recorded training run (:func:`training_summary`) and a document's rows of the claims ledger as an HTML table
-(:func:`ledger_table`).
+cross-overlap predicts (:func:`yp_shift`), one rung of a ladder (:func:`record_rung`) and the summary table of a
+recorded training run (:func:`training_summary`). The claims ledger's tables are in :mod:`._ledger`.
 """
 from __future__ import annotations
-
-import html
 
 import numpy as np
 
@@ -17,7 +14,7 @@ from ._tables import pm
 
 __all__: list[str] = []
 __theory__: list[str] = []
-__course__ = ["record_maps", "yp_shift", "record_rung", "training_summary", "first_step_below", "ledger_table"]
+__course__ = ["record_maps", "yp_shift", "record_rung", "training_summary", "first_step_below"]
 
 _MAPS = ("map_inf", "map_1/T", "map_rem")
 
@@ -96,29 +93,3 @@ def first_step_below(run, threshold: float, *, mean: bool = False):
         return float(steps[np.argmax(below)]) if below.any() else float("nan")
     below = loss < threshold
     return np.where(below.any(0), steps[np.argmax(below, axis=0)], np.nan)
-
-
-def _scale(s: dict) -> str:
-    if not s:
-        return ""
-    def fmt(d):
-        return ", ".join(f"{k} {v}" for k, v in d.items()) or "not stated"
-    return f"here: {html.escape(fmt(s.get('measured', {})))}<br>paper: {html.escape(fmt(s.get('paper', {})))}"
-
-
-def ledger_table(record: dict, quote) -> str:
-    """A document's committed ledger rows as an HTML table (status first, the sizes and note folded).
-
-    ``record``: id -> row, as :func:`sigprop.claims.load_record` returns; ``quote``: :func:`sigprop.claims.quote`
-    (renders a row's values with their standard errors). Display with ``IPython.display.HTML``."""
-    rows = []
-    for r in record.values():
-        corr = "" if r.corrected is None else quote(r.id, "corrected", record=record)
-        rows.append(f"<tr><td><b>{html.escape(r.status)}</b></td><td><code>{r.id}</code><br>"
-                    f"<small>{html.escape(r.source)}</small></td><td>{html.escape(r.claim)}</td>"
-                    f"<td>{quote(r.id, 'stated', record=record)}</td><td>{quote(r.id, record=record)}<br>"
-                    f"<small>tol. {r.tolerance:.2g}</small></td><td>{corr}</td><td><details><summary>sizes, note"
-                    f"</summary><small>{_scale(r.scale)}<br>{html.escape(r.note)}</small></details></td></tr>")
-    head = ("<tr><th>status</th><th>id, source</th><th>claim</th><th>stated</th><th>measured ± SE</th>"
-            "<th>corrected</th><th></th></tr>")
-    return f"<table style='font-size: 90%'>{head}{''.join(rows)}</table>"
