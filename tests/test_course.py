@@ -180,6 +180,21 @@ def test_record_readers_on_a_committed_finite_size_record():
         sp.course.record_maps(record, T=3)
 
 
+def test_depth_test_leaves_the_input_out():
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randn(16, 6, generator=g, dtype=torch.float64) * 0.01 + 0.5
+    curve = np.full(6, 0.5)
+    est = sp.estimate(rows)
+    res = sp.course.depth_test(est, curve)
+    assert res.p == sp.course.curve_test(rows[:, 1:], curve[1:]).p
+    curve[0] = 9.0                                                     # the input is no prediction: ignored
+    assert sp.course.depth_test(rows, curve).p == res.p
+    curve[3] = 0.6                                                     # a wrong block is not
+    assert not sp.course.depth_test(rows, curve).passed
+    with pytest.raises(ValueError, match="depth"):
+        sp.course.depth_test(rows, curve[:4])
+
+
 def test_ledger_table_escapes_and_puts_status_first():
     from sigprop.claims import load_record, quote
 

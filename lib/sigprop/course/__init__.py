@@ -5,7 +5,8 @@ The flat namespace keeps the exercise checkers (``sp.check_function``) and the f
 each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal):
 
 * ``_tables``: the book's one test level and how a page prints and decides a check -- ``LEVEL``, ``curve_test``,
-  ``verdict``, ``pm`` (mean ± SE), ``sci``, ``pvalue``, ``glue`` (numbers for the prose);
+  ``depth_test`` (a curve over depth, the input left out), ``verdict``, ``pm`` (mean ± SE), ``sci``, ``pvalue``,
+  ``glue`` (numbers for the prose);
 * ``_compare``: random transformers against their block map, block by block (``compare_depth``);
 * ``_records``: readers of the committed records a page replays (finite-size ladders, training runs);
 * ``_ledger``: the claims ledger's table, summary and provenance line, the same on every page;
@@ -20,8 +21,9 @@ each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal)
 Pages write ``sp.course.pm(est)``; nothing here is imported by the science folders.
 """
 from ._tables import (
-    LEVEL as LEVEL, N_RESAMPLES as N_RESAMPLES, Z_POINT as Z_POINT, curve_test as curve_test, glue as glue,
-    pm as pm, point_verdict as point_verdict, pvalue as pvalue, sci as sci, verdict as verdict, zscore as zscore,
+    LEVEL as LEVEL, N_RESAMPLES as N_RESAMPLES, Z_POINT as Z_POINT, curve_test as curve_test, depth_test as depth_test,
+    glue as glue, pm as pm, point_verdict as point_verdict, pvalue as pvalue, sci as sci, verdict as verdict,
+    zscore as zscore,
 )
 from ._compare import DepthComparison as DepthComparison, compare_depth as compare_depth
 from ._records import (

@@ -71,7 +71,8 @@ def ledger_summary(record) -> str:
     """One paragraph: how many rows, how many of each status, and the claims of every status but *reproduced*."""
     rows = _rows(record)
     counts = {s: sum(r.status == s for r in rows) for s in STATUS_COLOURS}
-    text = f"{len(rows)} claims checked: " + ", ".join(f"{n} {s.replace('-', ' ')}" for s, n in counts.items() if n) + "."
+    tally = ", ".join(f"{n} {s.replace('-', ' ')}" for s, n in counts.items() if n)
+    text = f"{len(rows)} claims checked: {tally}."
     for status, lead in _LEADS.items():
         items = [f"{_text(r.claim)} (<code>{html.escape(r.id)}</code>)" for r in rows if r.status == status]
         if items:
@@ -97,4 +98,5 @@ def ledger_provenance(record) -> str:
     groups: dict[str, list] = {}
     for doc, by_line in lines.items():
         groups.setdefault(_where(by_line), []).append(doc)
-    return "<p><b>The record shown.</b> " + " ".join(f"{', '.join(docs)}: {text}." for text, docs in groups.items()) + "</p>"
+    where = " ".join(f"{', '.join(docs)}: {text}." for text, docs in groups.items())
+    return f"<p><b>The record shown.</b> {where}</p>"
