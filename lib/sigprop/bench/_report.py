@@ -52,7 +52,8 @@ def goals_summary(rows: list) -> str:
     missed = [r for r in goals if not r["meets"]]
     text = f"Goals met in this run: {len(goals) - len(missed)} of {len(goals)}"
     if missed:
-        text += ". Missed: " + "; ".join(f"{r['bench']} ({r['setting']}): {_result(r)}, goal {r['goal']}" for r in missed)
+        text += ". Missed: " + "; ".join(f"{r['bench']} ({r['setting']}): {_result(r)}, goal {r['goal']}"
+                                         for r in missed)
     diff = [r["value"] for r in rows if r["metric"].startswith("max |")]
     grad = [r["max_rel_diff"] for r in rows if r["bench"] == "per-sample grad"]
     if diff:
