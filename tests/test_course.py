@@ -227,6 +227,10 @@ def test_ledger_provenance_names_rows_recorded_later():
     rows[2] = dataclasses.replace(rows[2], provenance=later)
     text = sp.course.ledger_provenance(rows)
     assert text.count("recorded ") == 2 and f"rows {rows[2].id}: recorded 2001-01-01" in text
+    assert "`" not in text and "<code>python -m sigprop.claims" in text               # Markdown code as HTML
+    dirty = dict(rows[0].provenance, git_dirty=True)
+    text = sp.course.ledger_provenance([dataclasses.replace(rows[0], provenance=dirty)])
+    assert "with uncommitted changes" in text and "make test</code> reruns the ledger" in text
 
 
 def test_explore_gives_the_diagrams_verdict_and_both_tests():

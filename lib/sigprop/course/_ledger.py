@@ -80,18 +80,26 @@ def ledger_summary(record) -> str:
     return "<p class='mathjax_process'>" + text + "</p>"
 
 
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _plain(text: str) -> str:
+    # provenance lines are Markdown: `command` becomes <code>command</code>
+    return _CODE.sub(r"<code>\1</code>", html.escape(text))
+
+
 def _where(lines: dict) -> str:
     # one line for a document recorded in one run; rows re-recorded later (`--claim`) are named, most rows first
     ordered = sorted(lines.items(), key=lambda item: -len(item[1]))
     if len(ordered) == 1:
-        return html.escape(ordered[0][0])
-    return "; ".join(html.escape(text) if k == 0 else f"rows {', '.join(ids)}: {html.escape(text)}"
+        return _plain(ordered[0][0])
+    return "; ".join(_plain(text) if k == 0 else f"rows {', '.join(ids)}: {_plain(text)}"
                      for k, (text, ids) in enumerate(ordered))
 
 
 def ledger_provenance(record) -> str:
     """Where and how each document's rows were recorded (commit, date, machine, torch, CPU kernels, threads),
-    documents recorded alike on one line."""
+    documents recorded alike on one line; a line that names uncommitted changes is explained once."""
     lines: dict[str, dict[str, list]] = {}                    # document -> {provenance line: [claim ids]}
     for r in _rows(record):
         lines.setdefault(r.document, {}).setdefault(provenance_text(r.provenance), []).append(r.id)
@@ -99,4 +107,8 @@ def ledger_provenance(record) -> str:
     for doc, by_line in lines.items():
         groups.setdefault(_where(by_line), []).append(doc)
     where = " ".join(f"{', '.join(docs)}: {text}." for text, docs in groups.items())
+    if "with uncommitted changes" in where:
+        where += (" A record made <i>with uncommitted changes</i> was written from the working tree before the commit"
+                  " that holds it; <code>make test</code> reruns the ledger at every commit and requires agreement with"
+                  " this record in distribution (<code>tests/test_claims.py</code>).")
     return f"<p><b>The record shown.</b> {where}</p>"

@@ -60,10 +60,10 @@ SIZES = {
 #: Seeds of the ``record`` size where three do not decide the status: a training result is a mean over seeds with its
 #: standard error, and its status must clear its tolerance by 2 sqrt(2) SE (a re-recording elsewhere is a fresh draw;
 #: sigprop.claims._record). The committed record must hold exactly these counts (tests/test_training_records.py), so
-#: an entry goes in with the re-recording of its regime (``regimes --size record --only I``). Pending: the rank-collapse
-#: networks leave their plateau at widely different steps (the gap closed at 2,000 steps spreads over 0.18-0.42
-#: between its three recorded seeds, against ~0.01 elsewhere) and need eight (tests/test_claims.py, PENDING).
-RECORD_SEEDS: dict[str, int] = {}
+#: an entry goes in with the re-recording of its regime (``regimes --size record --only I``). The rank-collapse
+#: networks leave their plateau at widely different steps (the gap closed at 2,000 steps spread over 0.18-0.42
+#: between three seeds, against ~0.01 elsewhere): eight seeds.
+RECORD_SEEDS: dict[str, int] = {"rank collapse: beta 0.02, alpha 1": 8}
 #: Block variances shared by every regime; also valid keywords of the block maps (``sp.theory``).
 #: App. C.1 with sigma_v^2 = 2 instead of 0.2, so that 12 blocks collapse as the paper's 60 do (module docstring)
 BLOCK = dict({**GG_APP_C1, "sigma_v2": 2.0}, norm="post", activation="relu")
