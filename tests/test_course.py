@@ -189,6 +189,7 @@ def test_depth_test_leaves_the_input_out():
     assert res.p == sp.course.curve_test(rows[:, 1:], curve[1:]).p
     curve[0] = 9.0                                                     # the input is no prediction: ignored
     assert sp.course.depth_test(rows, curve).p == res.p
+    assert sp.course.depth_test(rows.tolist(), curve).p == res.p                 # nested lists too
     curve[3] = 0.6                                                     # a wrong block is not
     assert not sp.course.depth_test(rows, curve).passed
     with pytest.raises(ValueError, match="depth"):

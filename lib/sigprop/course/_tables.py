@@ -112,7 +112,6 @@ def curve_test(samples, theory, *, method: str = "signflip", generator=0) -> Cur
                            generator=generator)
 
 
-
 def depth_test(samples, theory, *, method: str = "signflip", generator=0) -> CurveAgreement:
     """:func:`curve_test` of a curve over depth from block 1 on: column 0, the measured input that every map starts
     from, is no prediction and is left out.
@@ -120,11 +119,13 @@ def depth_test(samples, theory, *, method: str = "signflip", generator=0) -> Cur
     ``samples``: per-initialisation rows ``(n, depth + 1)`` or an :class:`~sigprop.Estimate` with ``.samples``;
     ``theory``: ``(depth + 1,)``, the map's curve from the same input."""
     rows = samples.samples if isinstance(samples, Estimate) else samples
+    rows = rows if hasattr(rows, "ndim") else np.asarray(rows, dtype=float)
     theory = np.asarray(theory, dtype=float)
     if theory.ndim != 1 or rows.ndim != 2 or rows.shape[1] != theory.shape[0] or theory.shape[0] < 2:
         raise ValueError(f"need rows (n, depth + 1) and a curve (depth + 1,) with depth >= 1; got "
                          f"{tuple(rows.shape)} and {theory.shape}")
     return curve_test(rows[:, 1:], theory[1:], method=method, generator=generator)
+
 
 def zscore(mean, se, theory) -> float:
     """``(mean - theory) / se`` for one number (``mean`` may be a scalar Estimate, then ``se`` is None)."""
