@@ -34,7 +34,6 @@ def test_tiny_run_and_table(tmp_path):
     assert json.loads(path.read_text())["rows"]
 
 
-
 def test_the_record_in_words():
     """The benchmarks page's table and sentence (bench.speed_table, bench.goals_summary) from the committed run."""
     speed = [r for r in bench.load_record()["rows"] if r["bench"] != "pages"]
@@ -47,6 +46,7 @@ def test_the_record_in_words():
     assert text.startswith(f"Goals met in this run: {met} of {len(goals)}") and "vmap" in text
     missed = dict(speed[0], goal="< 1 s", meets=False, metric="time (s)", value=2.5)
     assert "Missed: " in bench.goals_summary([missed]) and "time: 2.5 s, goal < 1 s" in bench.goals_summary([missed])
+
 
 def test_ipr_subprocess_tiny():
     rows = bench.bench_ipr(T=2048, n_beta=2, queries=2, inits=2, d=4, threads=1)
