@@ -52,8 +52,8 @@ _N_TOTAL = sp.pick(quick=40_000, full=200_000)
 
 
 @claim(id="aghajanyan2025-sec2-total-covariance", document=DOC, source="Section 2 (law of total covariance)",
-       claim="Cov(S_i, S_l) equals the mean conditional covariance A_i^T Sigma_{Y|G} A_l plus the covariance of "
-             "the conditional means, the second term coming from weights that depend on the data.",
+       claim=r"$\operatorname{Cov}(S_i,S_l)$ equals the mean conditional covariance $A_i^\top\Sigma_{Y|G}A_l$ plus "
+             r"the covariance of the conditional means, the second term coming from weights that depend on the data.",
        scale=_sizes(N=6, d=16, d_k=2, d_v=8, samples=_N_TOTAL))
 def _():
     g = sp.as_generator(101)
@@ -75,8 +75,8 @@ _N_LEMMA1 = sp.pick(quick=40_000, full=200_000)
 
 
 @claim(id="aghajanyan2025-lemma1-full-varM", document=DOC, source="Lemma 1 (full mask) and Lemma 4",
-       claim="At alpha = 0 every output is the mean M and Cov(u^T O_i, u^T O_l) = Var(u^T M) = "
-             "(1/N) u^T W_V Sigma_X W_V^T u.",
+       claim=r"At $\alpha=0$ every output is the mean $M$ and $\operatorname{Cov}(u^\top O_i,u^\top O_l) = "
+             r"\operatorname{Var}(u^\top M) = (1/N)\,u^\top W_V\Sigma_XW_V^\top u$.",
        scale=_sizes(N=8, d=32, d_v=16, samples=_N_LEMMA1))
 def _():
     g = sp.as_generator(102)
@@ -96,8 +96,8 @@ def _():
 
 
 @claim(id="aghajanyan2025-lemma1-causal-prefix", document=DOC, source="Lemma 1 (causal mask)",
-       claim="At alpha = 0 with a causal mask the outputs are prefix means and Cov(M_i, M_l) = "
-             "W_V Sigma_X W_V^T / max(i, l) (1-indexed), here for (i, l) = (2, 5).",
+       claim=r"At $\alpha=0$ with a causal mask the outputs are prefix means and "
+             r"$\operatorname{Cov}(M_i,M_l)=W_V\Sigma_XW_V^\top/\max(i,l)$ (1-indexed), here for $(i,l)=(2,5)$.",
        scale=_sizes(N=8, d=32, d_v=16, samples=_N_LEMMA1))
 def _():
     g = sp.as_generator(103)
@@ -118,9 +118,10 @@ _N_LEMMA5 = sp.pick(quick=60_000, full=400_000)
 
 
 @claim(id="aghajanyan2025-lemma5-alpha2", document=DOC, source="Lemma 5 (small-alpha expansion)",
-       claim="Cov(O_i, O_l) = Var(M) + alpha^2 [Cov(M, Delta_l) + Cov(Delta_i, M)] + O(alpha^4); for Gaussian "
-             "tokens and a full mask the bracket is ((N-1)/N^2) W_V Sigma (B + B^T) Sigma W_V^T for every pair "
-             "(i, l) (book's closed form; the post names the bracket but does not evaluate it).",
+       claim=r"$\operatorname{Cov}(O_i,O_l)=\operatorname{Var}(M)+\alpha^2[\operatorname{Cov}(M,\Delta_l) + "
+             r"\operatorname{Cov}(\Delta_i,M)] + O(\alpha^4)$; for Gaussian tokens and a full mask the bracket is "
+             r"$((N-1)/N^2)\,W_V\Sigma(B+B^\top)\Sigma W_V^\top$ for every pair $(i,l)$ (book's closed form; the post "
+             r"names the bracket but does not evaluate it).",
        scale=_sizes(N=8, d=32, d_k=16, d_v=16, samples=_N_LEMMA5))
 def _():
     g = sp.as_generator(104)
@@ -168,7 +169,7 @@ def _sweep42():
 
 
 @claim(id="aghajanyan2025-sec8-alpha-to-zero", document=DOC, source="Section 8, Figure 1",
-       claim="As alpha -> 0 (uniform attention) the correlation of u^T O_0 and u^T O_1 approaches 1.0.",
+       claim=r"As $\alpha\to 0$ (uniform attention) the correlation of $u^\top O_0$ and $u^\top O_1$ approaches 1.0.",
        scale={"measured": {**_SEC8, "samples": S8["samples"], "alpha": 0.01},
               "paper": {**_SEC8, "samples": S8["samples"]}})
 def _():
@@ -180,7 +181,7 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec8-alpha-one", document=DOC, source="Section 8",
-       claim="At alpha = 1 ('typical initialization scale') the correlation remains about 0.5 to 0.6.",
+       claim=r"At $\alpha=1$ ('typical initialization scale') the correlation remains about 0.5 to 0.6.",
        scale={"measured": {**_SEC8, "samples": 1000, "inits": 50 * _GROUPS},
               "paper": {**_SEC8}})
 def _():
@@ -198,7 +199,7 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec8-50inits-mean", document=DOC, source="Section 8",
-       claim="Across 50 random initialisations at alpha = 1 the mean correlation is 0.50.",
+       claim=r"Across 50 random initialisations at $\alpha=1$ the mean correlation is 0.50.",
        scale={"measured": _SEC8_INITS, "paper": _SEC8_INITS})
 def _():
     c = _fifty_inits()[0]
@@ -216,7 +217,7 @@ def _extreme(which):
 
 
 @claim(id="aghajanyan2025-sec8-50inits-min", document=DOC, source="Section 8",
-       claim="Across 50 random initialisations at alpha = 1 the smallest correlation is 0.38.",
+       claim=r"Across 50 random initialisations at $\alpha=1$ the smallest correlation is 0.38.",
        scale={"measured": _SEC8_INITS, "paper": _SEC8_INITS})
 def _():
     ext, sd = _extreme("min")
@@ -227,7 +228,7 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec8-50inits-max", document=DOC, source="Section 8",
-       claim="Across 50 random initialisations at alpha = 1 the largest correlation is 0.62.",
+       claim=r"Across 50 random initialisations at $\alpha=1$ the largest correlation is 0.62.",
        scale={"measured": _SEC8_INITS, "paper": _SEC8_INITS})
 def _():
     ext, sd = _extreme("max")
@@ -238,7 +239,7 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec8-all-positive", document=DOC, source="Section 8 and Lemma 4",
-       claim="All 50 initialisations at alpha = 1 give a positive correlation (none exactly zero).",
+       claim=r"All 50 initialisations at $\alpha=1$ give a positive correlation (none exactly zero).",
        scale={"measured": _SEC8_INITS, "paper": _SEC8_INITS})
 def _():
     c = _fifty_inits()[0]
@@ -254,8 +255,9 @@ def _sweep42_causal():
 
 
 @claim(id="aghajanyan2025-sec8-causal-limit", document=DOC, source="Section 8 (mask not stated)",
-       claim="As alpha -> 0 the correlation of u^T O_0 and u^T O_1 approaches 1.0 -- true for a full mask, which the "
-             "post does not state; with a causal mask the limit is sqrt(1/2) (Lemma 1, prefix means).",
+       claim=r"As $\alpha\to 0$ the correlation of $u^\top O_0$ and $u^\top O_1$ approaches 1.0 -- true for a full "
+             r"mask, which the post does not state; with a causal mask the limit is $\sqrt{1/2}$ (Lemma 1, prefix "
+             r"means).",
        nature="condition", expected="missing-hypothesis",
        scale={"measured": {**_SEC8, "samples": S8["samples"], "alpha": 0.01, "mask": "causal"},
               "paper": {**_SEC8, "samples": S8["samples"]}})
@@ -295,8 +297,8 @@ def _readings50():
 
 
 @claim(id="aghajanyan2025-sec8-layer2-reading", document=DOC, source="Section 8 (which values are correlated)",
-       claim="Across 50 random initialisations at alpha = 1 the mean correlation is 0.50, also when 'correlation' is "
-             "read as that of the layer-2 values u^T W_2 O_0, u^T W_2 O_1 (the post does not say which).",
+       claim=r"Across 50 random initialisations at $\alpha=1$ the mean correlation is 0.50, also when 'correlation' "
+             r"is read as that of the layer-2 values $u^\top W_2O_0$, $u^\top W_2O_1$ (the post does not say which).",
        scale={"measured": _SEC8_INITS, "paper": _SEC8_INITS})
 def _():
     r = _readings50()
@@ -315,8 +317,8 @@ _N_IDENT = sp.pick(quick=100_000, full=1_000_000)
 
 
 @claim(id="aghajanyan2025-sec7-compound-symmetry", document=DOC, source="Section 7",
-       claim="Under compound symmetry Var(A^T Y) = sigma^2((1 - rho)||A||_2^2 + rho ||A||_1^2) for attention "
-             "weights A >= 0.",
+       claim=r"Under compound symmetry $\operatorname{Var}(A^\top Y)=\sigma^2((1-\rho)\|A\|_2^2+\rho\|A\|_1^2)$ for "
+             r"attention weights $A\ge 0$.",
        scale=_sizes(N=8, samples=_N_IDENT))
 def _():
     g = sp.as_generator(107)
@@ -332,7 +334,8 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec10-cosine", document=DOC, source="Section 10.2",
-       claim="With independent equal-variance values and fixed rows p, q, Corr(p^T Y, q^T Y) = cos(p, q).",
+       claim=r"With independent equal-variance values and fixed rows $p$, $q$, $\operatorname{Corr}(p^\top Y,q^\top "
+             r"Y) = \cos(p,q)$.",
        scale=_sizes(N=8, samples=_N_IDENT))
 def _():
     g = sp.as_generator(108)
@@ -346,7 +349,7 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec10-range-bound", document=DOC, source="Section 10.3",
-       claim="Bounded logit ranges give cos(p, q) >= p^T q >= exp(-(R_p + R_q)) / N.",
+       claim=r"Bounded logit ranges give $\cos(p,q)\ge p^\top q\ge\exp(-(R_p+R_q))/N$.",
        scale=_sizes(N=16, pairs=20_000))
 def _():
     g = sp.as_generator(109)
@@ -367,8 +370,8 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec11-l2-factor-N", document=DOC, source="Section 11",
-       claim="L2-normalised uniform weights give N times the variance of L1-normalised uniform weights, "
-             "which equals the common-mode energy 1^T Sigma_Y 1 / N^2.",
+       claim=r"$L_2$-normalised uniform weights give $N$ times the variance of $L_1$-normalised uniform weights, "
+             r"which equals the common-mode energy $\mathbf 1^\top\Sigma_Y\mathbf 1/N^2$.",
        scale=_sizes(N=16, samples=_N_IDENT))
 def _():
     g = sp.as_generator(110)
@@ -383,8 +386,10 @@ def _():
 
 
 @claim(id="aghajanyan2025-sec12-dilution", document=DOC, source="Section 12 (proposition)",
-       claim="An update uncorrelated across tokens and with the residual leaves Cov(z_i, z_l) = Cov(r_i, r_l) and "
-             "shrinks the correlation by sqrt(Var r_i Var r_l / ((Var r_i + Var a_i)(Var r_l + Var a_l))).",
+       claim=r"An update uncorrelated across tokens and with the residual leaves "
+             r"$\operatorname{Cov}(z_i,z_l)=\operatorname{Cov}(r_i,r_l)$ and shrinks the correlation by "
+             r"$\sqrt{\operatorname{Var}r_i\operatorname{Var}r_l / ((\operatorname{Var}r_i+\operatorname{Var}a_i) "
+             r"(\operatorname{Var}r_l+\operatorname{Var}a_l))}$.",
        scale=_sizes(samples=_N_IDENT))
 def _():
     g = sp.as_generator(111)

@@ -50,7 +50,7 @@ def _setup(T, d, mean, scale, aniso, seed):
 
 
 @claim(id="bao2024-sec2-taylor-coefficients", document=DOC, source="Sec. 2 (gamma^i, gamma_0^i)",
-       claim="The softmax Jacobian at the origin is gamma^i = e^i/T - 1/T^2 and S(0)_i = 1/T.",
+       claim=r"The softmax Jacobian at the origin is $\gamma^i=e^i/T-1/T^2$ and $S(0)_i=1/T$.",
        scale=_exact(T=7))
 def _taylor():
     T = 7
@@ -67,7 +67,7 @@ def _taylor():
 
 
 @claim(id="bao2024-lemma4-eq15", document=DOC, source="Appendix A, Lemma 4, Eq. (15)",
-       claim="E[x_1^T W x_1] = (i - 1) tr(W Sigma) = 0 for the first token of the random walk.",
+       claim=r"$\mathbb E[x_1^\top Wx_1]=(i-1)\operatorname{tr}(W\Sigma)=0$ for the first token of the random walk.",
        expected="erratum", scale=_exact(d=8, walks=40_000))
 def _eq15():
     d = 8
@@ -85,8 +85,8 @@ def _eq15():
 
 
 @claim(id="bao2024-lemma1-mean", document=DOC, source="Lemma 1 (mu^i)",
-       claim="mu^i = (i/T - 1/2) tr(W)/lambda + o(1) under Assumption 1 (leading order; measured at the Fig. 5 "
-             "setting, theta = 3/4).",
+       claim=r"$\mu^i=(i/T-1/2)\operatorname{tr}(W)/\lambda+o(1)$ under Assumption 1 (leading order; measured at the "
+             r"Fig. 5 setting, $\theta=3/4$).",
        expected="approximation", nature="approximation", scale=_exact(T=40, d=128, walks=10_000))
 def _mean():
     T, d, i = 40, 128, 30
@@ -118,14 +118,16 @@ def _variance(i, T, d, mean, scale, aniso, seed):
 
 
 @claim(id="bao2024-lemma1-variance-late", document=DOC, source="Lemma 1 (v^i)",
-       claim="v^i = (2 i^2/T^2 + 7/12) tr(W^2)/lambda^2 + o(1); at the last token 31/12 tr(W^2)/lambda^2.",
+       claim=r"$v^i=(2i^2/T^2+7/12)\operatorname{tr}(W^2)/\lambda^2+o(1)$; at the last token "
+             r"$\tfrac{31}{12}\operatorname{tr}(W^2)/\lambda^2$.",
        expected="erratum", scale=_exact(T=40, d=16, walks=20_000))
 def _var_late():
     return _variance(40, 40, 16, 0.1, 0.5, False, 5)
 
 
 @claim(id="bao2024-lemma1-variance-middle-anisotropic", document=DOC, source="Lemma 1 (v^i)",
-       claim="At the middle token (theta = 1/2) v = 13/12 tr(W^2)/lambda^2 (anisotropic Sigma).",
+       claim=r"At the middle token ($\theta=1/2$) $v=\tfrac{13}{12}\operatorname{tr}(W^2)/\lambda^2$ (anisotropic "
+             r"$\Sigma$).",
        expected="erratum", scale=_exact(T=40, d=16, walks=20_000))
 def _var_mid():
     return _variance(20, 40, 16, -0.2, 0.4, True, 7)
@@ -158,7 +160,8 @@ _SCALE_19 = {"measured": {"T": 40, "d": 128, "draws": 4, "walks": 2000}, "paper"
 
 
 @claim(id="bao2024-appB2-eq19-dominates", document=DOC, source="Sec. 3, Eq. (4); App. B.2",
-       claim="The QK-gradient (3) is dominated by its term (19) (Eq. (4)): eigenvalues N(0.05, 0.5^2), eta T >> 1.",
+       claim=r"The QK-gradient (3) is dominated by its term (19) (Eq. (4)): eigenvalues $\mathcal N(0.05,0.5^2)$, "
+             r"$\eta T\gg 1$.",
        scale=_SCALE_19)
 def _eq19_dominates():
     est, note = _eq19_share(0.05, 0.5, seed=191)
@@ -169,8 +172,8 @@ def _eq19_dominates():
 
 
 @claim(id="bao2024-appB2-eq19-small-scale", document=DOC, source="Sec. 3, Eq. (4); App. B.2",
-       claim="The QK-gradient (3) is dominated by its term (19) (Eq. (4)): eigenvalues N(0, 0.01^2), a Fig. 5 "
-             "setting with eta T < 1.",
+       claim=r"The QK-gradient (3) is dominated by its term (19) (Eq. (4)): eigenvalues $\mathcal N(0,0.01^2)$, a "
+             r"Fig. 5 setting with $\eta T<1$.",
        expected="approximation", nature="approximation", scale=_SCALE_19)
 def _eq19_small_scale():
     est, note = _eq19_share(0.0, 0.01, seed=192)
@@ -206,8 +209,8 @@ def _fig5_cell(sigma_name, mean, scale):
 
 
 @claim(id="bao2024-eq6-rho-fig5-setting", document=DOC, source="Sec. 4, Eq. (6); Fig. 5 setting",
-       claim="rho(theta) of Eq. (6) gives the counted signal propagation probability of the Fig. 5 simulation "
-             "(eigenvalues N(0.05, 0.5^2), Sigma = I, theta = 0.7).",
+       claim=r"$\rho(\theta)$ of Eq. (6) gives the counted signal propagation probability of the Fig. 5 simulation "
+             r"(eigenvalues $\mathcal N(0.05,0.5^2)$, $\Sigma=I$, $\theta=0.7$).",
        expected="approximation", nature="approximation", scale=FIG5_SCALE)
 def _rho():
     i = 28
@@ -222,8 +225,8 @@ def _rho():
 
 
 @claim(id="bao2024-eq6-small-eta", document=DOC, source="Sec. 4, Eq. (6), Lemma 2; Fig. 5 (mean 0, scale 0.01)",
-       claim="Eq. (6) gives the counted rho_i where the eigenvalue scale is small (Fig. 5, mean 0, scale 0.01, "
-             "anisotropic Sigma: eta T < 1); mean of rho_i over the T positions.",
+       claim=r"Eq. (6) gives the counted $\rho_i$ where the eigenvalue scale is small (Fig. 5, mean 0, scale 0.01, "
+             r"anisotropic $\Sigma$: $\eta T<1$); mean of $\rho_i$ over the $T$ positions.",
        expected="missing-hypothesis", nature="condition", scale=FIG5_SCALE)
 def _rho_small_eta():
     T = FIG5["T"]
@@ -250,21 +253,23 @@ def _site_limit(r, form):
 
 
 @claim(id="bao2024-lemma2-late-site", document=DOC, source="Lemma 2, item 1",
-       claim="As xi -> inf, eta -> 0 with xi eta -> r = 5, rho(theta) -> 1{1/2 <= theta <= 1/2 + 1/r}.",
+       claim=r"As $\xi\to\infty$, $\eta\to 0$ with $\xi\eta\to r=5$, $\rho(\theta)\to\mathbf 1\{1/2 \le \theta \le "
+             r"1/2+1/r\}$.",
        scale=_exact(theta_points=401, xi=1e7))
 def _late():
     return _site_limit(5.0, "paper")
 
 
 @claim(id="bao2024-lemma2-early-site", document=DOC, source="Lemma 2, item 2",
-       claim="As xi -> -inf, eta -> 0 with xi eta -> r = -4, rho(theta) -> 1{1/2 + 1/r <= theta <= 1/2}.",
+       claim=r"As $\xi\to-\infty$, $\eta\to 0$ with $\xi\eta\to r=-4$, $\rho(\theta)\to\mathbf 1\{1/2+1/r \le \theta "
+             r"\le 1/2\}$.",
        scale=_exact(theta_points=401, xi=-1e7))
 def _early():
     return _site_limit(-4.0, "corrected")
 
 
 @claim(id="bao2024-lemma2-vanishing", document=DOC, source="Lemma 2, item 4",
-       claim="For fixed xi, rho(theta) -> 0 for every theta as eta -> infinity (xi = 5, eta = 1e6).",
+       claim=r"For fixed $\xi$, $\rho(\theta)\to 0$ for every $\theta$ as $\eta\to\infty$ ($\xi=5$, $\eta=10^6$).",
        scale=_exact(theta_points=401, eta=1e6))
 def _vanish():
     th = np.linspace(0, 1, 401)
@@ -275,7 +280,8 @@ def _vanish():
 
 
 @claim(id="bao2024-lemma2-uniformity", document=DOC, source="Lemma 2, item 3",
-       claim="At fixed finite eta, |rho'(theta)| -> 0 for every theta as xi -> 0 (eta = 1: max slope 0).",
+       claim=r"At fixed finite $\eta$, $|\rho'(\theta)|\to 0$ for every $\theta$ as $\xi\to 0$ ($\eta=1$: max slope "
+             r"0).",
        expected="erratum", scale=_exact(theta_points=2001, eta=1.0))
 def _uniform():
     th = np.linspace(0, 1, 2001)
@@ -309,7 +315,8 @@ _NORMS = _exact(d=16, draws=300)
 
 
 @claim(id="bao2024-eq5", document=DOC, source="Eq. (5)",
-       claim="|tr W| <= sqrt(d tr W^2) for symmetric W_QK (fraction of random draws violating: 0).", scale=_NORMS)
+       claim=r"$|\operatorname{tr}W|\le\sqrt{d\operatorname{tr}W^2}$ for symmetric $W_{QK}$ (fraction of random draws "
+             r"violating: 0).", scale=_NORMS)
 def _eq5():
     _, q = _draw_norms()
     frac = float((q["tr_w"].abs() > torch.sqrt(q["d"] * q["tr_w2"]) * (1 + _SLACK)).double().mean())
@@ -320,7 +327,7 @@ def _eq5():
 
 
 @claim(id="bao2024-eq7-first", document=DOC, source="Eq. (7), first inequality",
-       claim="|tr W| / (sqrt(d) ||Sigma||_2) <= ||W_QK||_2 (fraction of random draws violating: 0).",
+       claim=r"$|\operatorname{tr}W|/(\sqrt d\,\|\Sigma\|_2)\le\|W_{QK}\|_2$ (fraction of random draws violating: 0).",
        expected="erratum", scale=_NORMS)
 def _eq7():
     ev, q = _draw_norms(mean=1.0, scale=0.2, aniso=False)
@@ -338,7 +345,8 @@ def _eq7():
 
 
 @claim(id="bao2024-eq8", document=DOC, source="Eq. (8)",
-       claim="d^2 Var[w_i] = d tr(W^2) - tr(W)^2 (max relative error over random draws: 0).", scale=_NORMS)
+       claim=r"$d^2\operatorname{Var}[w_i]=d\operatorname{tr}(W^2)-\operatorname{tr}(W)^2$ (max relative error over "
+             r"random draws: 0).", scale=_NORMS)
 def _eq8():
     _, q = _draw_norms()
     ev = q["eig_w"]
@@ -351,7 +359,7 @@ def _eq8():
 
 
 @claim(id="bao2024-eq10-second", document=DOC, source="Eq. (10), second inequality",
-       claim="|tr W_QK| >= ||W_QK||_2 (fraction of random draws violating: 0).",
+       claim=r"$|\operatorname{tr}W_{QK}|\ge\|W_{QK}\|_2$ (fraction of random draws violating: 0).",
        expected="missing-hypothesis", nature="condition", scale=_NORMS)
 def _eq10():
     ev, q = _draw_norms()
@@ -369,7 +377,8 @@ def _eq10():
 
 
 @claim(id="bao2024-eq9-bound-below-max-entropy", document=DOC, source="Eq. (9) (after Zhai et al. Thm 3.1)",
-       claim="(9) lower-bounds attention entropy, so it never exceeds ln T (T = 40: max over nu of (9) - ln T <= 0).",
+       claim=r"(9) lower-bounds attention entropy, so it never exceeds $\ln T$ ($T=40$: max over $\nu$ of $(9)-\ln "
+             r"T\le 0$).",
        expected="deviates", scale=_exact(T=40, nu_points=30001))
 def _eq9():
     T = 40
@@ -393,7 +402,8 @@ def _locater_pair(seed, kappa1, kappa2):
 
 
 @claim(id="bao2024-sec6-locater-scale-gradient", document=DOC, source="Sec. 6, LocATER gradient formulae 1-2",
-       claim="grad_{W_Q} tr(W_QK^T W_QK) = 2 W_K W_K^T W_Q (and symmetric for W_K).", scale=_exact(d_k=6, d=10))
+       claim=r"$\nabla_{W_Q}\operatorname{tr}(W_{QK}^\top W_{QK})=2W_KW_K^\top W_Q$ (and symmetric for $W_K$).",
+       scale=_exact(d_k=6, d=10))
 def _loc_scale():
     wq, wk, f = _locater_pair(12, 1.0, 0.0)
     err = max(float((f["scale_q"] - wq.grad).abs().max() / wq.grad.abs().max()),
@@ -404,7 +414,8 @@ def _loc_scale():
 
 
 @claim(id="bao2024-sec6-locater-mean-gradient", document=DOC, source="Sec. 6, LocATER gradient formulae 3-4",
-       claim="grad_{W_Q} (tr W_QK - 1)^2 = (tr W_QK - 1) tr(W_QK) W_K: ratio to autograd is 1.",
+       claim=r"$\nabla_{W_Q}(\operatorname{tr}W_{QK}-1)^2=(\operatorname{tr}W_{QK}-1)\operatorname{tr}(W_{QK})W_K$: "
+             r"ratio to autograd is 1.",
        expected="erratum", scale=_exact(d_k=6, d=10))
 def _loc_mean():
     wq, wk, f = _locater_pair(13, 0.0, 1.0)
@@ -417,8 +428,8 @@ def _loc_mean():
 
 
 @claim(id="bao2024-sec7-locater-perplexity", document=DOC, source="Sec. 7, Fig. 6(D), Fig. 7",
-       claim="LocATER (kappa_1 = 100, kappa_2 = 1) improves validation perplexity over training without it: "
-             "ratio of perplexities (LocATER / none) below 1.",
+       claim=r"LocATER ($\kappa_1=100$, $\kappa_2=1$) improves validation perplexity over training without it: ratio "
+             r"of perplexities (LocATER / none) below 1.",
        expected="not-reproduced",
        scale={"measured": {"d": 32, "T": 32, "steps": 400, "corpus": "lag-4 Markov, 16 symbols",
                            "seeds": len(locater.SEEDS)},

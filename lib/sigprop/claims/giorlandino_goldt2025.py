@@ -38,7 +38,7 @@ FIG1 = {"d": 600, "heads": 6}
 
 
 @claim(id="gg2025-result1-ipr-limit", document=DOC, source="Result 1, Eq. (4)",
-       claim="The mean IPR of an attention row tends to 1 - beta_c/beta (beta = 3, q = 1, p = 0) as T -> infinity.",
+       claim=r"The mean IPR of an attention row tends to $1-\beta_c/\beta$ ($\beta=3$, $q=1$, $p=0$) as $T\to\infty$.",
        scale={"measured": {"T": "1e8-1e24, extrapolated"}, "paper": {}})
 def _ipr_limit():
     # The exact finite-T REM value (quadrature), extrapolated in 1/log T from T = 1e8 ... 1e24 (the gap decays
@@ -57,7 +57,8 @@ def _ipr_limit():
 
 
 @claim(id="gg2025-b1-attention-is-rem", document=DOC, source="App. B.1-B.2, Eq. (9)",
-       claim="The IPR of random softmax attention rows equals that of a REM with the scores' variance (beta = 2, finite T).",
+       claim=r"The IPR of random softmax attention rows equals that of a REM with the scores' variance ($\beta=2$, "
+             r"finite $T$).",
        scale={"measured": {"T": 2000, "d": 128}, "paper": {"T": 100_000}})
 def _attention_is_rem():
     T, d = sp.pick(quick=2000, full=100_000), sp.pick(quick=128, full=256)
@@ -71,7 +72,7 @@ def _attention_is_rem():
 
 
 @claim(id="gg2025-b3-finite-size-exponent", document=DOC, source="App. B.3",
-       claim="Below beta_c/2 the IPR decays like T^(-1 + beta^2/beta_c^2) (beta = 0.5, q = 1, p = 0).",
+       claim=r"Below $\beta_c/2$ the IPR decays like $T^{-1+\beta^2/\beta_c^2}$ ($\beta=0.5$, $q=1$, $p=0$).",
        expected="erratum", scale={"measured": {"T": "256-4096", "d": 256}, "paper": {}})
 def _finite_size_exponent():
     beta, bc = 0.5, math.sqrt(2)
@@ -93,7 +94,8 @@ def _finite_size_exponent():
 
 
 @claim(id="gg2025-alg1-post-ln-depth", document=DOC, source="Algorithm 1; Fig. 1(d)",
-       claim="Algorithm 1 predicts the mean cosine after 8 post-LN blocks (beta = 0.1, alpha_SA = 1.5, ReLU).",
+       claim=r"Algorithm 1 predicts the mean cosine after 8 post-LN blocks ($\beta=0.1$, $\alpha_{\mathrm{SA}}=1.5$, "
+             r"ReLU).",
        scale={"measured": {"T": 64, "d": 128, "depth": 8}, "paper": {}})
 def _alg1():
     T, d, depth, beta, alpha = 64, 128, 8, 0.1, 1.5
@@ -107,7 +109,7 @@ def _alg1():
 
 
 @claim(id="gg2025-alg2-mlp-factor", document=DOC, source="Algorithm 2, line 12 (also Algorithm 3, line 10)",
-       claim="Algorithm 2's MLP step q1 <- sigma_w^2 q/2 + sigma_b^2 predicts one pre-LN block's cosine.",
+       claim=r"Algorithm 2's MLP step $q_1\leftarrow\sigma_w^2q/2+\sigma_b^2$ predicts one pre-LN block's cosine.",
        expected="erratum", scale={"measured": {"T": 64, "d": 128, "depth": 1}, "paper": {}})
 def _alg2_typo():
     T, d, beta, rho0, sw = 64, 128, 0.1, 0.3, 1.0
@@ -130,7 +132,8 @@ def _cosine_mc(*, beta, alpha_sa, depth, T, d, inits, seqs, seed, norm="post", g
 
 
 @claim(id="gg2025-eq9-score-covariance", document=DOC, source="App. B.1, Eq. (9)",
-       claim="For fixed tokens, E[a_ts a_tau sigma] = beta^2 log T q_t tau q_s sigma (entry t=tau=0, s=1, sigma=2).",
+       claim=r"For fixed tokens, $\mathbb E[a_{ts}a_{\tau\sigma}]=\beta^2\log T\,q_{t\tau}q_{s\sigma}$ (entry "
+             r"$t=\tau=0$, $s=1$, $\sigma=2$).",
        scale={"measured": {"T": 4, "d": 8, "draws": 100_000}, "paper": {}})
 def _eq9_covariance():
     g = torch.Generator().manual_seed(0)
@@ -150,7 +153,7 @@ def _phi_finite(beta, rho, T):
 
 
 @claim(id="gg2025-phiS-appendix", document=DOC, source="App. B.2.3 (last display) vs Result 1, Eq. (3)",
-       claim="The attention cosine map is Phi_S(rho) = rho / (1 + (1 - rho) Y2) (beta = 3, rho = 0.3).",
+       claim=r"The attention cosine map is $\Phi_S(\rho)=\rho/(1+(1-\rho)Y_2)$ ($\beta=3$, $\rho=0.3$).",
        expected="erratum", scale={"measured": {"T": 256, "d": 512}, "paper": {}})
 def _phi_s_appendix():
     beta, rho, T, d = 3.0, 0.3, 256, 512
@@ -166,8 +169,8 @@ def _phi_s_appendix():
 
 
 @claim(id="gg2025-phiS-mean-cosine", document=DOC, source="Result 1, Eq. (3); Algorithm 1 ('rho = p/q')",
-       claim="The cosine map's p'/q' is the average cosine similarity of one attention layer's outputs "
-             "S = A X W_V (beta = 3, rho = 0.3, T = 256).",
+       claim=r"The cosine map's $p'/q'$ is the average cosine similarity of one attention layer's outputs $S=AXW_V$ "
+             r"($\beta=3$, $\rho=0.3$, $T=256$).",
        nature="condition", expected="missing-hypothesis", scale={"measured": {"T": 256, "d": 512}, "paper": {}})
 def _phi_mean_cosine():
     beta, rho, T, d = 3.0, 0.3, 256, 512
@@ -188,7 +191,8 @@ def _phi_mean_cosine():
 
 
 @claim(id="gg2025-yp-subleading", document=DOC, source="App. B.2.2",
-       claim="The cross-overlap Y_p = sum_s A_ts A_t's of two rows vanishes as T -> infinity (beta = 3, p/q = 0.3).",
+       claim=r"The cross-overlap $Y_p=\sum_sA_{ts}A_{t's}$ of two rows vanishes as $T\to\infty$ ($\beta=3$, "
+             r"$p/q=0.3$).",
        scale={"measured": {"T": 65536}, "paper": {}})
 def _yp_subleading():
     T = 65536
@@ -208,7 +212,8 @@ def _extrapolated_grad(beta, T, ds, n, seed):
 
 
 @claim(id="gg2025-result2-eq26", document=DOC, source="Result 2, Eq. (26); App. B.5 term (4)",
-       claim="T/(d^2 sqrt(log T)) E||dL/dW_Q||^2 = beta sigma_v^2 q(q-p)[(q-p)(Y2 - 2Y3) + p Y2^2] (beta = 2.5, T = 128, p = 0).",
+       claim=r"$T/(d^2\sqrt{\log T})\,\mathbb E\|\partial L/\partial W_Q\|^2 = "
+             r"\beta\sigma_v^2q(q-p)[(q-p)(Y_2-2Y_3)+pY_2^2]$ ($\beta=2.5$, $T=128$, $p=0$).",
        expected="erratum",
        scale={"measured": {"T": 128, "d": "64-256, extrapolated"}, "paper": {"T": "2048-8192", "d": "256-1024"}})
 def _result2():
@@ -222,7 +227,8 @@ def _result2():
 
 
 @claim(id="gg2025-fig1d-60-layers", document=DOC, source="Fig. 1(d); Algorithm 1",
-       claim="After 60 post-LN blocks (beta = 0.1, alpha_SA = 1.5, App. C.1 variances) the mean cosine is given by Algorithm 1.",
+       claim=r"After 60 post-LN blocks ($\beta=0.1$, $\alpha_{\mathrm{SA}}=1.5$, App. C.1 variances) the mean cosine "
+             r"is given by Algorithm 1.",
        scale={"measured": {"T": 64, "d": 128, "inits": 16}, "paper": dict(FIG1, inits=10)})
 def _fig1d():
     est = _cosine_mc(beta=0.1, alpha_sa=1.5, depth=60, T=64, d=128, inits=16, seqs=2, seed=1)
@@ -234,7 +240,8 @@ def _fig1d():
 
 
 @claim(id="gg2025-fig1e-beta18", document=DOC, source="Fig. 1(e); Algorithm 1",
-       claim="After 12 post-LN blocks at beta = 1.8 (alpha_SA = 1) the mean cosine is given by Algorithm 1 (T -> infinity).",
+       claim=r"After 12 post-LN blocks at $\beta=1.8$ ($\alpha_{\mathrm{SA}}=1$) the mean cosine is given by "
+             r"Algorithm 1 ($T\to\infty$).",
        nature="approximation", expected="approximation",
        scale={"measured": {"T": 64, "d": 128, "inits": 32}, "paper": FIG1})
 def _fig1e():
@@ -253,7 +260,8 @@ def _fig1e():
 
 
 @claim(id="gg2025-fig2-gain-control", document=DOC, source="Fig. 2; Algorithm 3",
-       claim="Gain-controlled post-LN attention keeps the mean cosine of Algorithm 3 over 30 blocks (alpha = 1, beta = 0.1).",
+       claim=r"Gain-controlled post-LN attention keeps the mean cosine of Algorithm 3 over 30 blocks ($\alpha=1$, "
+             r"$\beta=0.1$).",
        scale={"measured": {"T": 64, "d": 128, "depth": 30}, "paper": {}})
 def _fig2_gain():
     est = _cosine_mc(beta=0.1, alpha_sa=1.0, depth=30, T=64, d=128, inits=16, seqs=2, seed=3, gain_control=True)
@@ -264,8 +272,9 @@ def _fig2_gain():
 
 
 @claim(id="gg2025-fig2-pre-ln-later", document=DOC, source="Sec. 3 (placement of LayerNorm); Fig. 2",
-       claim="With the same initialisation and alpha_SA = alpha_MLP = 1, rank collapse sets in much later with pre-LN "
-             "than with post-LN (Algorithms 1-2: ratio of the depths at which the mean cosine first exceeds 0.9).",
+       claim=r"With the same initialisation and $\alpha_{\mathrm{SA}}=\alpha_{\mathrm{MLP}}=1$, rank collapse sets in "
+             r"much later with pre-LN than with post-LN (Algorithms 1-2: ratio of the depths at which the mean cosine "
+             r"first exceeds 0.9).",
        scale={"measured": {"T": 32, "d": 128, "beta": 0.1, "inits": 16}, "paper": {}})
 def _fig2_pre_later():
     T, d, beta, level = 32, 128, 0.1, 0.9
@@ -297,8 +306,8 @@ def _fig2_pre_later():
 
 
 @claim(id="gg2025-appC1-hf-beta", document=DOC, source="App. C.1, Fig. 1(f) remark",
-       claim="beta ~ 0.02 corresponds to the standard HuggingFace initialisation (std 0.02) of queries and keys "
-             "for the paper's hyper-parameters (d = 600, 6 heads).",
+       claim=r"$\beta\approx 0.02$ corresponds to the standard HuggingFace initialisation (std 0.02) of queries and "
+             r"keys for the paper's hyper-parameters ($d=600$, 6 heads).",
        expected="erratum", scale={"measured": {"d": 600, "heads": 6, "T": 512}, "paper": {"d": 600, "heads": 6}})
 def _hf_beta():
     d, heads, T_eval, std = 600, 6, 512, 0.02
@@ -322,7 +331,8 @@ def _hf_beta():
 
 
 @claim(id="gg2025-fig6-tanh-fixed-point", document=DOC, source="App. D.2, Fig. 6",
-       claim="With a chaotic tanh MLP (sigma_w = 2.5, sigma_b^2 = 0.1, alpha_SA = 6) the cosine has a fixed point rho* < 1.",
+       claim=r"With a chaotic tanh MLP ($\sigma_w=2.5$, $\sigma_b^2=0.1$, $\alpha_{\mathrm{SA}}=6$) the cosine has a "
+             r"fixed point $\rho^*<1$.",
        scale={"measured": {"T": 64, "d": 64, "inits": 16}, "paper": {}})
 def _fig6():
     kw = dict(sp.presets.GG_TANH_D2, sigma_w2=6.25)
@@ -341,26 +351,30 @@ def _fig6():
 # ---------------------------------------------------------------- finite-size ladders (recorded)
 
 
-_FS_BLOCKS = "the layer-mean cosine gap to the finite-T block map with Y_p = 1/T (App. B.2.2's sub-leading Y_p)"
+_FS_BLOCKS = "the layer-mean cosine gap to the finite-$T$ block map with $Y_p=1/T$ (App. B.2.2's sub-leading $Y_p$)"
 _D = {"d": "64-512, extrapolated"}
 _D2 = {"d": "64-1024, extrapolated"}
 #: (id, case, source, claim, expected status, scale); every block row is an approximation (App. B.2.2's Y_p).
 _FS_ROWS = [
     ("gg2025-fig1d-post-ln-finite-size", "fig1d-post", "Fig. 1(d); Algorithm 1; App. B.2.2",
-     f"Post-LN stacks at beta = 0.1 (alpha_SA = 1.5, 60 blocks, T = 32): {_FS_BLOCKS} closes as d -> infinity.",
+     r"Post-LN stacks at $\beta=0.1$ ($\alpha_{\mathrm{SA}}=1.5$, 60 blocks, $T=32$): " + _FS_BLOCKS
+     + r" closes as $d\to\infty$.",
      "reproduced", {"measured": dict(_D, T=32, depth=60), "paper": dict(FIG1, depth=60)}),
     ("gg2025-fig1d-pre-ln-finite-size", "fig1d-pre", "Fig. 1(d), Fig. 2; Algorithm 2; App. B.2.2",
-     f"Pre-LN stacks at beta = 0.1 (alpha_SA = 1, 60 blocks, T = 32): {_FS_BLOCKS} closes as d -> infinity.",
+     r"Pre-LN stacks at $\beta=0.1$ ($\alpha_{\mathrm{SA}}=1$, 60 blocks, $T=32$): " + _FS_BLOCKS
+     + r" closes as $d\to\infty$.",
      "reproduced", {"measured": dict(_D, T=32, depth=60), "paper": {}}),
     ("gg2025-fig1e-post-ln-finite-size", "fig1e-post", "Fig. 1(e); Algorithm 1; App. B.2.2",
-     f"Post-LN stacks at beta = 1.8 > beta_c (alpha_SA = 1, 12 blocks, T = 64): {_FS_BLOCKS} closes as d -> infinity.",
+     r"Post-LN stacks at $\beta=1.8>\beta_c$ ($\alpha_{\mathrm{SA}}=1$, 12 blocks, $T=64$): " + _FS_BLOCKS
+     + r" closes as $d\to\infty$.",
      "approximation", {"measured": dict(_D2, T=64, depth=12), "paper": dict(FIG1, depth=12)}),
     ("gg2025-fig1e-pre-ln-finite-size", "fig1e-pre", "Algorithm 2 at the Fig. 1(e) setting; App. B.2.2",
-     f"Pre-LN stacks at beta = 1.8 > beta_c (alpha_SA = 1, 12 blocks, T = 64): {_FS_BLOCKS} closes as d -> infinity.",
+     r"Pre-LN stacks at $\beta=1.8>\beta_c$ ($\alpha_{\mathrm{SA}}=1$, 12 blocks, $T=64$): " + _FS_BLOCKS
+     + r" closes as $d\to\infty$.",
      "approximation", {"measured": dict(_D2, T=64, depth=12), "paper": {}}),
     ("gg2025-stack-beta3-finite-size", "stack-beta3", "Algorithm 1 above beta_c; App. B.2.2",
-     f"Post-LN stacks at beta = 3 (alpha_SA = 1, 24 blocks, T = 64, App. C.1 variances): {_FS_BLOCKS} closes as "
-     "d -> infinity.", "approximation", {"measured": dict(_D2, T=64, depth=24), "paper": {}}),
+     r"Post-LN stacks at $\beta=3$ ($\alpha_{\mathrm{SA}}=1$, 24 blocks, $T=64$, App. C.1 variances): "
+     + _FS_BLOCKS + r" closes as $d\to\infty$.", "approximation", {"measured": dict(_D2, T=64, depth=24), "paper": {}}),
 ]
 
 
@@ -377,13 +391,13 @@ for _id, _case, _source, _text, _expected, _scale in _FS_ROWS:
           scale=_scale)(_finite_size_claim(_case))
 
 claim(id="gg2025-fig3-ipr-finite-size", document=DOC, source="Fig. 3; Result 1; App. B.1-B.2",
-      claim="The mean IPR of random attention rows minus the exact finite-T REM value vanishes as d -> infinity "
-            "(beta = 3, T = 16384).",
+      claim=r"The mean IPR of random attention rows minus the exact finite-$T$ REM value vanishes as $d\to\infty$ "
+            r"($\beta=3$, $T=16384$).",
       scale={"measured": {"T": 16384, "d": "32-512, extrapolated"}, "paper": {"T": 100_000}})(
     _finite_size_claim("fig3-ipr"))
 claim(id="gg2025-fig4-result2-finite-size", document=DOC, source="Fig. 4; Result 2 (corrected, see the erratum)",
-      claim="The relative gap between the query-gradient norm of random attention layers and the corrected Result 2 "
-            "at finite T vanishes as d -> infinity (beta = 1.4, T = 128).",
+      claim=r"The relative gap between the query-gradient norm of random attention layers and the corrected Result 2 "
+            r"at finite $T$ vanishes as $d\to\infty$ ($\beta=1.4$, $T=128$).",
       scale={"measured": {"T": 128, "d": "32-512, extrapolated"}, "paper": {"T": "2048-8192", "d": "256-1024"}})(
     _finite_size_claim("fig4-qgrad"))
 
@@ -405,7 +419,8 @@ def _runs():
 
 
 @claim(id="gg2025-fig1f-rank-collapse-fails", document=DOC, source="Fig. 1(f); App. C.1",
-       claim="Small beta with alpha_SA = 1 (rank collapse at initialisation) fails to train.", scale=_TRAIN)
+       claim=r"Small $\beta$ with $\alpha_{\mathrm{SA}}=1$ (rank collapse at initialisation) fails to train.",
+       scale=_TRAIN)
 def _rank():
     g = _runs()[(0.02, 1.0, False)].gap_closed()
     return _scored([(0.02, 1.0, False)], 0.0,
@@ -414,13 +429,13 @@ def _rank():
 
 
 @claim(id="gg2025-fig1f-trainable-trains", document=DOC, source="Fig. 1(f); App. C.1",
-       claim="Small beta with alpha_SA = 1.5 or 2 (the trainable region) trains.", scale=_TRAIN)
+       claim=r"Small $\beta$ with $\alpha_{\mathrm{SA}}=1.5$ or 2 (the trainable region) trains.", scale=_TRAIN)
 def _trainable():
     return _scored([(0.02, 1.5, False), (0.02, 2.0, False)], 1.0, "; alpha_SA = 1.5 and 2 pooled")
 
 
 @claim(id="gg2025-fig1f-entropy-collapse-fails", document=DOC, source="Fig. 1(f); App. C.1",
-       claim="beta = 1.8 (entropy collapse at initialisation, 12 blocks) fails to train.",
+       claim=r"$\beta=1.8$ (entropy collapse at initialisation, 12 blocks) fails to train.",
        expected="not-reproduced", scale=dict(_TRAIN, paper={**_TRAIN["paper"], "depth": 12, "alpha_SA": "1, 1.5, 2"},
                                              measured={**_TRAIN["measured"], "alpha_SA": "2"}))
 def _entropy():
@@ -435,7 +450,7 @@ def _entropy():
 
 
 @claim(id="gg2025-fig5-gain-control-trains", document=DOC, source="Fig. 5; App. D.1",
-       claim="At alpha_SA = 1, gain-controlled attention trains (where vanilla attention collapses).",
+       claim=r"At $\alpha_{\mathrm{SA}}=1$, gain-controlled attention trains (where vanilla attention collapses).",
        scale=dict(_TRAIN, paper={"depth": 30, "d": 480, "heads": 1, "data": "TinyStories"}))
 def _gain():
     return _scored([(0.02, 1.0, True)], 1.0)

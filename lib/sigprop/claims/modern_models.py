@@ -86,8 +86,8 @@ def _neox_first_layer_ipr(rotary_pct, beta=2.0, rho=0.5):
 
 
 @claim(id="gg2025-modern-rope-first-layer", document=DOC, source="Result 1, Eq. (4); App. B.1, Eq. (9)",
-       claim="Result 1's random energy model (equicorrelated logits) gives the attention IPR of a first block with "
-             "rotary position embeddings (GPT-NeoX, beta = 2, causal rows, tokens of cosine 0.5).",
+       claim=r"Result 1's random energy model (equicorrelated logits) gives the attention IPR of a first block with "
+             r"rotary position embeddings (GPT-NeoX, $\beta=2$, causal rows, tokens of cosine 0.5).",
        nature="condition", expected="missing-hypothesis",
        scale={"measured": {"positions": "rope", "T": _T, "d": _D}, "paper": {"positions": "none"}})
 def _rope_first_layer():
@@ -104,8 +104,8 @@ def _rope_first_layer():
 
 
 @claim(id="gg2025-modern-rope-depth", document=DOC, source="Algorithm 1; Sec. 3 (rank collapse)",
-       claim="The block map (no RoPE) predicts the cosine through a Llama block with rotary position embeddings on "
-             "the way to rank collapse (beta = 2, sigma_v^2 = sigma_O^2 = 2, tokens of cosine 0.5, 8 blocks).",
+       claim=r"The block map (no RoPE) predicts the cosine through a Llama block with rotary position embeddings on "
+             r"the way to rank collapse ($\beta=2$, $\sigma_v^2=\sigma_O^2=2$, tokens of cosine 0.5, 8 blocks).",
        nature="condition", expected="missing-hypothesis",
        scale={"measured": {"positions": "rope", "T": _T, "d": _D, "depth": 8}, "paper": {"positions": "none"}})
 def _rope_depth():

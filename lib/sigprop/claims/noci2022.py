@@ -60,8 +60,8 @@ def _propagate(x, config, depth, inits, seed):
 
 
 @claim(id="noci2022-lemmaA7-dk-exponent", document=DOC, source="Lemma A.7, Eq. (44); Fig. 7",
-       claim="The mean squared distance of softmax attention from uniform, (1/n^2)||A - U||_F^2, decays like "
-             "(d_k + d_v)^-2, i.e. like d_k^-2 as d_k -> infinity at fixed d_v (Glorot query/key weights).",
+       claim=r"The mean squared distance of softmax attention from uniform, $(1/n^2)\|A-U\|_F^2$, decays like "
+             r"$(d_k+d_v)^{-2}$, i.e. like $d_k^{-2}$ as $d_k\to\infty$ at fixed $d_v$ (Glorot query/key weights).",
        scale={"measured": {"d_v": 100, "n": 10, "d_k": [400, 6400]}, "paper": {"d_v": 100}})
 def _lemma_a7_exponent():
     n, d_v, N = 10, 100, 40
@@ -93,7 +93,8 @@ def _lemma_a7_exponent():
 
 
 @claim(id="noci2022-lemma31-eq7-queries", document=DOC, source="Lemma 3.1, Eq. (7)",
-       claim="Under uniform attention E||dS/dW^Q||_F^2 = s_v^2 s_k^2 d_v ||X||_F^2 ||X^T X - n xbar xbar^T||_F^2 / n^2.",
+       claim=r"Under uniform attention $\mathbb E\|\partial S/\partial W^Q\|_F^2 = "
+             r"\sigma_v^2\sigma_k^2d_v\|X\|_F^2\|X^\top X-n\bar x\bar x^\top\|_F^2/n^2$.",
        scale={"measured": {"n": 6, "d": 5}, "paper": {}})
 def _lemma31_eq7():
     g = torch.Generator().manual_seed(31)
@@ -108,8 +109,8 @@ def _lemma31_eq7():
 
 
 @claim(id="noci2022-lemma31-eq8-bound", document=DOC, source="Lemma 3.1, Eq. (8); Appendix A.1.2, Eqs. (33)-(36)",
-       claim="Under uniform attention E||dS/dX||_F^2 <= 8 s_q^2 s_k^2 s_v^2 d_k d_v ||X^T X - n xbar xbar^T||_F^2 / n "
-             "+ 2 d_v^2 s_v^2.",
+       claim=r"Under uniform attention $\mathbb E\|\partial S/\partial X\|_F^2 \le "
+             r"8\sigma_q^2\sigma_k^2\sigma_v^2d_kd_v\|X^\top X-n\bar x\bar x^\top\|_F^2/n+2d_v^2\sigma_v^2$.",
        expected="erratum", scale={"measured": {"n": 6, "d": 6}, "paper": {}})
 def _lemma31_eq8():
     g = torch.Generator().manual_seed(8)
@@ -128,7 +129,8 @@ def _lemma31_eq8():
 
 
 @claim(id="noci2022-thm32-rank-one", document=DOC, source="Theorem 3.2, Eq. (9)",
-       claim="For X = 1 x^T the query and key gradients of self-attention vanish while the value gradient does not.",
+       claim=r"For $X=\mathbf 1x^\top$ the query and key gradients of self-attention vanish while the value gradient "
+             r"does not.",
        scale={"measured": {"n": 8, "d": 6}, "paper": {}})
 def _thm32():
     g = torch.Generator().manual_seed(32)
@@ -153,7 +155,8 @@ def _equicorrelated(B, n, d, rho, sigma_x2, generator):
 
 
 @claim(id="noci2022-eq17-values-softmax", document=DOC, source="Section 3.3, Eq. (17)",
-       claim="For equicorrelated Gaussian tokens E||dS/dW^V||_F^2 = sigma_x^2 d^2 (1 + rho (n-1)).",
+       claim=r"For equicorrelated Gaussian tokens $\mathbb E\|\partial S/\partial W^V\|_F^2 = "
+             r"\sigma_x^2d^2(1+\rho(n-1))$.",
        scale={"measured": {"n": 8, "d": 16, "rho": 0.3, "sigma_x2": 0.1}, "paper": {}})
 def _eq17():
     g = torch.Generator().manual_seed(17)
@@ -169,8 +172,9 @@ def _eq17():
 
 
 @claim(id="noci2022-eq18-independence", document=DOC, source="Section 3.3, Eq. (18); Appendix A.2",
-       claim="For equicorrelated Gaussian tokens E||dS/dW^Q||_F^2 = sigma_x^6 (n-1)/n (1-rho)^2 d (n+d) "
-             "(assuming ||X||_F^2 and ||X^T L X||_F^2 uncorrelated).",
+       claim=r"For equicorrelated Gaussian tokens $\mathbb E\|\partial S/\partial W^Q\|_F^2 = "
+             r"\sigma_x^6\,\frac{n-1}{n}(1-\rho)^2d(n+d)$ (assuming $\|X\|_F^2$ and $\|X^\top LX\|_F^2$ "
+             r"uncorrelated).",
        expected="approximation", nature="approximation",
        scale={"measured": {"n": 3, "d": 3, "rho": 0.0, "sigma_x2": 1.0}, "paper": {}})
 def _eq18():
@@ -193,7 +197,7 @@ def _eq18():
 
 
 @claim(id="noci2022-lemma32-eq10", document=DOC, source="Lemma 3.2, Eq. (10)",
-       claim="Uniform attention, linear MLP, no LN: E C(X^L) = (1+alpha_1^2)^L (1+alpha_2^2)^L C(X).",
+       claim=r"Uniform attention, linear MLP, no LN: $\mathbb E\,C(X^L)=(1+\alpha_1^2)^L(1+\alpha_2^2)^LC(X)$.",
        scale={"measured": {"n": 8, "d": 16, "L": 6}, "paper": {}})
 def _lemma32():
     n, d, L = 8, 16, 6
@@ -207,8 +211,8 @@ def _lemma32():
 
 
 @claim(id="noci2022-lemma33-eq12", document=DOC, source="Lemma 3.3, Eq. (12)",
-       claim="Uniform attention, linear MLP, no LN: E||X^L||_F^2 = n(1+a2^2)^L a1^2 sum_k (1+a1^2)^k ||xbar||^2 "
-             "+ (1+a2^2)^L ||X||_F^2.",
+       claim=r"Uniform attention, linear MLP, no LN: $\mathbb E\|X^L\|_F^2 = "
+             r"n(1+\alpha_2^2)^L\alpha_1^2\sum_k(1+\alpha_1^2)^k\|\bar x\|^2+(1+\alpha_2^2)^L\|X\|_F^2$.",
        scale={"measured": {"n": 8, "d": 16, "L": 6}, "paper": {}})
 def _lemma33():
     n, d, L = 8, 16, 6
@@ -223,8 +227,8 @@ def _lemma33():
 
 
 @claim(id="noci2022-thm33-eq15", document=DOC, source="Theorem 3.3, Eq. (15)",
-       claim="Under alpha_i^2 = alpha~_i / L the mean token correlation tends to "
-             "n e^a1 C / ((n-1)[(e^a1 - 1) C + n ||X||^2]) - 1/(n-1) as L -> infinity.",
+       claim=r"Under $\alpha_i^2=\tilde\alpha_i/L$ the mean token correlation tends to "
+             r"$ne^{\tilde\alpha_1}C/((n-1)[(e^{\tilde\alpha_1}-1)C+n\|X\|^2])-1/(n-1)$ as $L\to\infty$.",
        scale={"measured": {"n": 8, "d": 16, "L": 64}, "paper": {}})
 def _thm33_eq15():
     n, d, L, t1, t2 = 8, 16, 64, 2.0, 1.0
@@ -241,7 +245,7 @@ def _thm33_eq15():
 
 
 @claim(id="noci2022-thm33-eq16-centred", document=DOC, source="Theorem 3.3, Eq. (16)",
-       claim="With constant alpha_1, alpha_2 != 0 the mean token correlation tends to 1 as L -> infinity.",
+       claim=r"With constant $\alpha_1,\alpha_2\ne 0$ the mean token correlation tends to 1 as $L\to\infty$.",
        expected="missing-hypothesis", nature="condition",
        scale={"measured": {"n": 6, "d": 12, "L": 40}, "paper": {}})
 def _thm33_eq16():
@@ -263,8 +267,8 @@ def _thm33_eq16():
 
 
 @claim(id="noci2022-thm33-eq16-softmax", document=DOC, source="Theorem 3.3, Eq. (16); Assumption 3.1",
-       claim="With constant alpha_1 = alpha_2 = 1 the mean token correlation tends to 1 as L -> infinity for the "
-             "network with real softmax attention, also from a centred input (C(X) = 0).",
+       claim=r"With constant $\alpha_1=\alpha_2=1$ the mean token correlation tends to 1 as $L\to\infty$ for the "
+             r"network with real softmax attention, also from a centred input ($C(X)=0$).",
        scale={"measured": {"n": 6, "d": 12, "L": 80}, "paper": {}})
 def _thm33_eq16_softmax():
     n, d, L, N = 6, 12, 80, 1000
@@ -302,8 +306,8 @@ _FIG10_NOTE = ("relative gap E||X^10||^2 (softmax) / E||X^10||^2 (uniform attent
 
 
 @claim(id="noci2022-fig10-softmax-depth10", document=DOC, source="Appendix B.2, Fig. 10 (centre)",
-       claim="With input std 1/sqrt(d), Lemma 3.3's mean of ||X^L||_F^2 (uniform attention) is an excellent "
-             "approximation for real softmax attention (d = 30, depths 1-10); here n = 10, linear MLP.",
+       claim=r"With input std $1/\sqrt d$, Lemma 3.3's mean of $\|X^L\|_F^2$ (uniform attention) is an excellent "
+             r"approximation for real softmax attention ($d=30$, depths 1-10); here $n=10$, linear MLP.",
        expected="deviates",
        scale={"measured": {"d": 30, "depth": 10, "n": 10, "mlp": "linear"}, "paper": {"d": 30, "depth": 10}})
 def _fig10():
@@ -313,8 +317,8 @@ def _fig10():
 
 
 @claim(id="noci2022-fig10-relu-depth10", document=DOC, source="Appendix B.2, Fig. 10 (centre)",
-       claim="With input std 1/sqrt(d), Lemma 3.3's mean of ||X^L||_F^2 (uniform attention) is an excellent "
-             "approximation for real softmax attention (d = 30, depths 1-10); here n = 10, ReLU MLP.",
+       claim=r"With input std $1/\sqrt d$, Lemma 3.3's mean of $\|X^L\|_F^2$ (uniform attention) is an excellent "
+             r"approximation for real softmax attention ($d=30$, depths 1-10); here $n=10$, ReLU MLP.",
        expected="deviates",
        scale={"measured": {"d": 30, "depth": 10, "n": 10, "mlp": "relu"}, "paper": {"d": 30, "depth": 10}})
 def _fig10_relu():
@@ -325,8 +329,8 @@ def _fig10_relu():
 
 
 @claim(id="noci2022-fig10-finite-size", document=DOC, source="Lemma A.7; Appendix B.2, Fig. 10 (centre)",
-       claim="Attention tends to uniform as the width grows (Lemma A.7), so the Fig. 10 gap between softmax attention "
-             "and Lemma 3.3 vanishes as d -> infinity (depth 10, n = 10, linear MLP).",
+       claim=r"Attention tends to uniform as the width grows (Lemma A.7), so the Fig. 10 gap between softmax "
+             r"attention and Lemma 3.3 vanishes as $d\to\infty$ (depth 10, $n=10$, linear MLP).",
        scale={"measured": {"d": [30, 60, 120, 240, 480], "depth": 10, "n": 10}, "paper": {}})
 def _fig10_finite_size():
     rec = _fig10_record()["ladder"]
@@ -344,8 +348,8 @@ def _fig10_finite_size():
 
 
 @claim(id="noci2022-fig4-preln-slows", document=DOC, source="Sec. 3.2 (after Theorem 3.3); Fig. 4; App. B.1",
-       claim="Without the 1/sqrt(L) residual scaling (alpha_1 = alpha_2 = 1), PRE-LN slows the increase of the token "
-             "correlation with depth compared with no layer normalisation.",
+       claim=r"Without the $1/\sqrt L$ residual scaling ($\alpha_1=\alpha_2=1$), PRE-LN slows the increase of the "
+             r"token correlation with depth compared with no layer normalisation.",
        scale={"measured": {"n": 10, "d": 64, "depth": 10}, "paper": {}})
 def _fig4_preln():
     n, d, L, N = 10, 64, 10, 100
@@ -372,8 +376,8 @@ def _fig4_preln():
 
 
 @claim(id="noci2022-appC2-tau-final", document=DOC, source="App. C.2 (tau_final = 8.5); Eqs. (17)-(18), (45)",
-       claim="tau_final = 8.5 equalises the query and value gradient norms of Eqs. (17)-(18) (small constant "
-             "correlation, n = the average sentence length of IWSLT14, hidden size 512).",
+       claim=r"$\tau_{\mathrm{final}}=8.5$ equalises the query and value gradient norms of Eqs. (17)-(18) (small "
+             r"constant correlation, $n$ = the average sentence length of IWSLT14, hidden size 512).",
        expected="deviates",
        scale={"measured": {"d": 512, "n": 25, "rho": 0.0, "sigma_x2": 1.0}, "paper": {"d": 512}})
 def _tau_final():
