@@ -94,8 +94,7 @@ def _finite_size_exponent():
 
 
 @claim(id="gg2025-alg1-post-ln-depth", document=DOC, source="Algorithm 1; Fig. 1(d)",
-       claim=r"Algorithm 1 predicts the mean cosine after 8 post-LN blocks ($\beta=0.1$, $\alpha_{\mathrm{SA}}=1.5$, "
-             r"ReLU).",
+       claim=r"Algorithm 1 predicts the mean cosine after 8 post-LN blocks ($\beta=0.1$, $\alpha_{SA}=1.5$, ReLU).",
        scale={"measured": {"T": 64, "d": 128, "depth": 8}, "paper": {}})
 def _alg1():
     T, d, depth, beta, alpha = 64, 128, 8, 0.1, 1.5
@@ -191,8 +190,7 @@ def _phi_mean_cosine():
 
 
 @claim(id="gg2025-yp-subleading", document=DOC, source="App. B.2.2",
-       claim=r"The cross-overlap $Y_p=\sum_sA_{ts}A_{t's}$ of two rows vanishes as $T\to\infty$ ($\beta=3$, "
-             r"$p/q=0.3$).",
+       claim=r"The cross-overlap $Y_p=\sum_sA_{ts}A_{t's}$ of two rows vanishes as $T\to\infty$ ($\beta=3,\ p/q=0.3$).",
        scale={"measured": {"T": 65536}, "paper": {}})
 def _yp_subleading():
     T = 65536
@@ -227,7 +225,7 @@ def _result2():
 
 
 @claim(id="gg2025-fig1d-60-layers", document=DOC, source="Fig. 1(d); Algorithm 1",
-       claim=r"After 60 post-LN blocks ($\beta=0.1$, $\alpha_{\mathrm{SA}}=1.5$, App. C.1 variances) the mean cosine "
+       claim=r"After 60 post-LN blocks ($\beta=0.1$, $\alpha_{SA}=1.5$, App. C.1 variances) the mean cosine "
              r"is given by Algorithm 1.",
        scale={"measured": {"T": 64, "d": 128, "inits": 16}, "paper": dict(FIG1, inits=10)})
 def _fig1d():
@@ -240,7 +238,7 @@ def _fig1d():
 
 
 @claim(id="gg2025-fig1e-beta18", document=DOC, source="Fig. 1(e); Algorithm 1",
-       claim=r"After 12 post-LN blocks at $\beta=1.8$ ($\alpha_{\mathrm{SA}}=1$) the mean cosine is given by "
+       claim=r"After 12 post-LN blocks at $\beta=1.8$ ($\alpha_{SA}=1$) the mean cosine is given by "
              r"Algorithm 1 ($T\to\infty$).",
        nature="approximation", expected="approximation",
        scale={"measured": {"T": 64, "d": 128, "inits": 32}, "paper": FIG1})
@@ -272,7 +270,7 @@ def _fig2_gain():
 
 
 @claim(id="gg2025-fig2-pre-ln-later", document=DOC, source="Sec. 3 (placement of LayerNorm); Fig. 2",
-       claim=r"With the same initialisation and $\alpha_{\mathrm{SA}}=\alpha_{\mathrm{MLP}}=1$, rank collapse sets in "
+       claim=r"With the same initialisation and $\alpha_{SA}=\alpha_{MLP}=1$, rank collapse sets in "
              r"much later with pre-LN than with post-LN (Algorithms 1-2: ratio of the depths at which the mean cosine "
              r"first exceeds 0.9).",
        scale={"measured": {"T": 32, "d": 128, "beta": 0.1, "inits": 16}, "paper": {}})
@@ -331,7 +329,7 @@ def _hf_beta():
 
 
 @claim(id="gg2025-fig6-tanh-fixed-point", document=DOC, source="App. D.2, Fig. 6",
-       claim=r"With a chaotic tanh MLP ($\sigma_w=2.5$, $\sigma_b^2=0.1$, $\alpha_{\mathrm{SA}}=6$) the cosine has a "
+       claim=r"With a chaotic tanh MLP ($\sigma_w=2.5$, $\sigma_b^2=0.1$, $\alpha_{SA}=6$) the cosine has a "
              r"fixed point $\rho^*<1$.",
        scale={"measured": {"T": 64, "d": 64, "inits": 16}, "paper": {}})
 def _fig6():
@@ -352,29 +350,26 @@ def _fig6():
 
 
 _FS_BLOCKS = "the layer-mean cosine gap to the finite-$T$ block map with $Y_p=1/T$ (App. B.2.2's sub-leading $Y_p$)"
+_FS = ": " + _FS_BLOCKS + r" closes as $d\to\infty$."
 _D = {"d": "64-512, extrapolated"}
 _D2 = {"d": "64-1024, extrapolated"}
 #: (id, case, source, claim, expected status, scale); every block row is an approximation (App. B.2.2's Y_p).
 _FS_ROWS = [
     ("gg2025-fig1d-post-ln-finite-size", "fig1d-post", "Fig. 1(d); Algorithm 1; App. B.2.2",
-     r"Post-LN stacks at $\beta=0.1$ ($\alpha_{\mathrm{SA}}=1.5$, 60 blocks, $T=32$): " + _FS_BLOCKS
-     + r" closes as $d\to\infty$.",
+     r"Post-LN stacks at $\beta=0.1$ ($\alpha_{SA}=1.5$, 60 blocks, $T=32$)" + _FS,
      "reproduced", {"measured": dict(_D, T=32, depth=60), "paper": dict(FIG1, depth=60)}),
     ("gg2025-fig1d-pre-ln-finite-size", "fig1d-pre", "Fig. 1(d), Fig. 2; Algorithm 2; App. B.2.2",
-     r"Pre-LN stacks at $\beta=0.1$ ($\alpha_{\mathrm{SA}}=1$, 60 blocks, $T=32$): " + _FS_BLOCKS
-     + r" closes as $d\to\infty$.",
+     r"Pre-LN stacks at $\beta=0.1$ ($\alpha_{SA}=1$, 60 blocks, $T=32$)" + _FS,
      "reproduced", {"measured": dict(_D, T=32, depth=60), "paper": {}}),
     ("gg2025-fig1e-post-ln-finite-size", "fig1e-post", "Fig. 1(e); Algorithm 1; App. B.2.2",
-     r"Post-LN stacks at $\beta=1.8>\beta_c$ ($\alpha_{\mathrm{SA}}=1$, 12 blocks, $T=64$): " + _FS_BLOCKS
-     + r" closes as $d\to\infty$.",
+     r"Post-LN stacks at $\beta=1.8>\beta_c$ ($\alpha_{SA}=1$, 12 blocks, $T=64$)" + _FS,
      "approximation", {"measured": dict(_D2, T=64, depth=12), "paper": dict(FIG1, depth=12)}),
     ("gg2025-fig1e-pre-ln-finite-size", "fig1e-pre", "Algorithm 2 at the Fig. 1(e) setting; App. B.2.2",
-     r"Pre-LN stacks at $\beta=1.8>\beta_c$ ($\alpha_{\mathrm{SA}}=1$, 12 blocks, $T=64$): " + _FS_BLOCKS
-     + r" closes as $d\to\infty$.",
+     r"Pre-LN stacks at $\beta=1.8>\beta_c$ ($\alpha_{SA}=1$, 12 blocks, $T=64$)" + _FS,
      "approximation", {"measured": dict(_D2, T=64, depth=12), "paper": {}}),
     ("gg2025-stack-beta3-finite-size", "stack-beta3", "Algorithm 1 above beta_c; App. B.2.2",
-     r"Post-LN stacks at $\beta=3$ ($\alpha_{\mathrm{SA}}=1$, 24 blocks, $T=64$, App. C.1 variances): "
-     + _FS_BLOCKS + r" closes as $d\to\infty$.", "approximation", {"measured": dict(_D2, T=64, depth=24), "paper": {}}),
+     r"Post-LN stacks at $\beta=3$ ($\alpha_{SA}=1$, 24 blocks, $T=64$, App. C.1 variances)" + _FS,
+     "approximation", {"measured": dict(_D2, T=64, depth=24), "paper": {}}),
 ]
 
 
@@ -419,8 +414,7 @@ def _runs():
 
 
 @claim(id="gg2025-fig1f-rank-collapse-fails", document=DOC, source="Fig. 1(f); App. C.1",
-       claim=r"Small $\beta$ with $\alpha_{\mathrm{SA}}=1$ (rank collapse at initialisation) fails to train.",
-       scale=_TRAIN)
+       claim=r"Small $\beta$ with $\alpha_{SA}=1$ (rank collapse at initialisation) fails to train.", scale=_TRAIN)
 def _rank():
     g = _runs()[(0.02, 1.0, False)].gap_closed()
     return _scored([(0.02, 1.0, False)], 0.0,
@@ -429,7 +423,7 @@ def _rank():
 
 
 @claim(id="gg2025-fig1f-trainable-trains", document=DOC, source="Fig. 1(f); App. C.1",
-       claim=r"Small $\beta$ with $\alpha_{\mathrm{SA}}=1.5$ or 2 (the trainable region) trains.", scale=_TRAIN)
+       claim=r"Small $\beta$ with $\alpha_{SA}=1.5$ or 2 (the trainable region) trains.", scale=_TRAIN)
 def _trainable():
     return _scored([(0.02, 1.5, False), (0.02, 2.0, False)], 1.0, "; alpha_SA = 1.5 and 2 pooled")
 
@@ -450,7 +444,7 @@ def _entropy():
 
 
 @claim(id="gg2025-fig5-gain-control-trains", document=DOC, source="Fig. 5; App. D.1",
-       claim=r"At $\alpha_{\mathrm{SA}}=1$, gain-controlled attention trains (where vanilla attention collapses).",
+       claim=r"At $\alpha_{SA}=1$, gain-controlled attention trains (where vanilla attention collapses).",
        scale=dict(_TRAIN, paper={"depth": 30, "d": 480, "heads": 1, "data": "TinyStories"}))
 def _gain():
     return _scored([(0.02, 1.0, True)], 1.0)

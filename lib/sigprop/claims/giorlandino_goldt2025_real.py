@@ -65,7 +65,7 @@ def _real_compare(depth, beta, alpha, *, w_o, seed):
 
 @claim(id="gg2025-real-bert-spread", document=DOC, source="Fig. 1(d); Sec. 1 ('off-the-shelf transformers')",
        claim=r"A HuggingFace BertModel with the authors' architecture (no $W_O$, value bias) at the App. C.1 "
-             r"initialisation ($\beta=0.5$, $\alpha_{\mathrm{SA}}=1$) follows Algorithm 1 over 24 blocks.",
+             r"initialisation ($\beta=0.5$, $\alpha_{SA}=1$) follows Algorithm 1 over 24 blocks.",
        scale={"measured": {**_REAL_SCALE["measured"], "depth": 24}, "paper": {**_REAL_SCALE["paper"], "depth": 60}})
 def _real_bert_spread():
     depth = 24
@@ -77,7 +77,7 @@ def _real_bert_spread():
 
 
 @claim(id="gg2025-real-bert-condensed", document=DOC, source="Fig. 1(e); Algorithm 1",
-       claim=r"A HuggingFace BertModel with the authors' architecture at $\beta=1.8$ ($\alpha_{\mathrm{SA}}=1$) "
+       claim=r"A HuggingFace BertModel with the authors' architecture at $\beta=1.8$ ($\alpha_{SA}=1$) "
              r"follows Algorithm 1 over 12 blocks.",
        nature="approximation", expected="approximation",
        scale={"measured": {**_REAL_SCALE["measured"], "depth": 12}, "paper": {**_REAL_SCALE["paper"], "depth": 12}})
@@ -93,7 +93,7 @@ def _real_bert_condensed():
 
 @claim(id="gg2025-real-bert-output-projection", document=DOC, source="Fig. 1(d); Algorithm 1; App. C.1",
        claim=r"Algorithm 1 describes a vanilla HuggingFace BertLayer (with its output projection $W_O$, App. C.1 "
-             r"variances, $\beta=0.5$, $\alpha_{\mathrm{SA}}=1$) over 24 blocks.",
+             r"variances, $\beta=0.5$, $\alpha_{SA}=1$) over 24 blocks.",
        nature="condition", expected="missing-hypothesis",
        scale={"measured": {**_REAL_SCALE["measured"], "depth": 24}, "paper": {**_REAL_SCALE["paper"], "depth": 60}})
 def _real_bert_output_projection():
