@@ -4,7 +4,7 @@ A page that checks Algorithms 1-3 of Giorlandino & Goldt 2025 (Figs. 1(d), 1(e),
 things for one architecture: Monte Carlo of the mean token cosine after each block
 (:func:`sigprop.mc_cosine_vs_depth`), the two block maps (the paper's :math:`T\to\infty` map and the finite-:math:`T`
 map with the exact REM :math:`Y^{(2)}` and :math:`Y_p`, :func:`sigprop.theory.iterate_block_map`), the curve-level
-test of the whole depth curve against each map at the book's level (:func:`sigprop.course.curve_test`), and a row of
+test of the whole depth curve against each map at the book's level (:func:`sigprop.course.depth_test`), and a row of
 a table. :func:`compare_depth` does the four at once and returns a :class:`DepthComparison` with named fields.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..block import BlockConfig, iterate_block_map
 from ..block._depth import mc_cosine_vs_depth   # not yet in block's interface (requested)
 from ..stats._agreement import CurveAgreement
 from ..stats._estimate import Estimate, estimate
-from ._tables import curve_test, pm, pvalue, verdict
+from ._tables import depth_test, pm, pvalue, verdict
 
 __all__: list[str] = []
 __theory__: list[str] = []
@@ -96,7 +96,6 @@ def compare_depth(config: BlockConfig, depth: int, *, T: int, inits: int, seqs: 
     limit = np.asarray(p / q, dtype=float)
     q, p = iterate_block_map(1.0, rho0, depth, config, T=T)
     finite = np.asarray(p / q, dtype=float)
-    blocks = mc.samples[:, 1:]
-    gap = estimate((blocks.double() - torch.as_tensor(finite[1:])).mean(1))
+    gap = estimate((mc.samples[:, 1:].double() - torch.as_tensor(finite[1:])).mean(1))
     return DepthComparison(config=config, T=T, rho0=float(rho0), mc=mc, limit=limit, finite=finite,
-                           test=curve_test(blocks, finite[1:]), test_limit=curve_test(blocks, limit[1:]), gap=gap)
+                           test=depth_test(mc, finite), test_limit=depth_test(mc, limit), gap=gap)

@@ -63,7 +63,7 @@ SIZES = {
 #: an entry goes in with the re-recording of its regime (``regimes --size record --only I``). The rank-collapse
 #: networks leave their plateau at widely different steps (the gap closed at 2,000 steps spread over 0.18-0.42
 #: between three seeds, against ~0.01 elsewhere): eight seeds.
-RECORD_SEEDS: dict[str, int] = {"rank collapse: beta 0.02, alpha 1": 8}
+RECORD_SEEDS: dict[str, int] = {REGIMES[0].label: 8}
 #: Block variances shared by every regime; also valid keywords of the block maps (``sp.theory``).
 #: App. C.1 with sigma_v^2 = 2 instead of 0.2, so that 12 blocks collapse as the paper's 60 do (module docstring)
 BLOCK = dict({**GG_APP_C1, "sigma_v2": 2.0}, norm="post", activation="relu")
