@@ -88,7 +88,7 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
     work = _work_dtype(q.dtype)   # logits accumulate in >= float32
     scores = q.to(work) @ k.to(work).transpose(-1, -2)               # (n, b, G, H/G, T, T)
     scale = c.scale * tau
-    A = attention_weights(scores, scale=scale, causal=c.causal).to(v.dtype)
+    A = _weights(scores, c, scale).to(v.dtype)
     if c.gain_control:
         v = v - v.mean(-2, keepdim=True)
     o = (A @ v).flatten(2, 3)                                        # (n, b, H, T, dv): head h = g H/G + j
@@ -100,6 +100,27 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
     if inplace and not bool(p.b_o[:, l].any()):
         return o
     return o + p.b_o[:, l, None, None, :]
+
+
+def allowed_keys(T: int, c, device=None) -> torch.Tensor | None:
+    """``(T, T)`` bool, True where query ``t`` may see key ``s``: ``s <= t`` (causal) and ``s > t - window`` (a
+    sliding window, HF's ``sliding_window_overlay``); None without a mask."""
+    if not c.causal:
+        return None
+    i = torch.arange(T, device=device)
+    allowed = i[None, :] <= i[:, None]
+    return allowed if c.window is None else allowed & (i[None, :] > i[:, None] - c.window)
+
+
+def _weights(scores, c, scale):
+    """``softmax_s(scale * scores)`` under the config's mask, in at least float32 (:func:`sigprop.attention_weights`
+    for the causal or unmasked row; a window masks before and after scaling, so ``scale = 0`` stays finite)."""
+    if c.window is None:
+        return attention_weights(scores, scale=scale, causal=c.causal)
+    allowed = allowed_keys(scores.shape[-1], c, scores.device)
+    w = scores.to(_work_dtype(scores.dtype)).masked_fill(~allowed, float("-inf"))
+    w = (w - w.amax(-1, keepdim=True)) * scale
+    return torch.softmax(w.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
 def attention_overlaps(q, p, P, T):
@@ -131,22 +152,27 @@ def _factor(H):
 def _logit_sampler(H, c):
     """``draw(m, g) -> (m, T, T)`` logits in antithetic pairs (``a, -a``) for the attention on input Gram ``H``."""
     T = H.shape[0]
-    sigma_a = float(np.sqrt(c.logit_var))
-    L = _factor(H)
-    Lq = L if c.qk_bias == 0 else _factor(H + c.qk_bias)
     if c.positions != "rope":
+        sigma_a = float(np.sqrt(c.logit_var))
+        L = _factor(H)
+        Lq = L if c.qk_bias == 0 else _factor(H + c.qk_bias)
+
         def draw(m, g):
             Z = torch.randn(m // 2, T, T, generator=g, dtype=torch.float64)
             return sigma_a * (Lq @ torch.cat([Z, -Z]) @ L.T)
         return draw
     cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, "cpu", torch.float64)
-    dk = c.head_dim
+    dk, s = c.head_dim, c.qk_variance * c.d
+    # absolute units: a query (key) coordinate has covariance s H + sigma_bq2 (s H + sigma_bk2) over the tokens, so
+    # biases without weights (s = 0) still give RoPE logits; the key bias is turned by its position and stays
+    U_factor = _factor(s * H + c.sigma_bqk2)
+    K_factor = U_factor if c.key_bias_variance == c.sigma_bqk2 else _factor(s * H + c.key_bias_variance)
 
     def draw_rope(m, g):
         Z = torch.randn(m // 2, T, dk, generator=g, dtype=torch.float64)
-        K = apply_rope(Lq @ torch.randn(m // 2, T, dk, generator=g, dtype=torch.float64), cos, sin)
-        U = apply_rope(Lq @ Z, cos, sin)
-        a = (sigma_a / np.sqrt(dk)) * (U @ K.transpose(-1, -2))
+        K = apply_rope(K_factor @ torch.randn(m // 2, T, dk, generator=g, dtype=torch.float64), cos, sin)
+        U = apply_rope(U_factor @ Z, cos, sin)
+        a = c.scale * (U @ K.transpose(-1, -2))
         return torch.cat([a, -a])
     return draw_rope
 
@@ -161,7 +187,8 @@ def attention_gram(H, c, samples: int, g: torch.Generator):
         C = np.eye(T) - 1.0 / T
         Hv = C @ H @ C
     Hv = torch.from_numpy(Hv)
-    mask = torch.ones(T, T, dtype=torch.bool).triu(1) if c.causal else None
+    allowed = allowed_keys(T, c)
+    mask = None if allowed is None else ~allowed
     M = torch.zeros(T, T, dtype=torch.float64)
     y2 = torch.zeros(T, dtype=torch.float64)
     done = 0

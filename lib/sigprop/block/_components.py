@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from scipy.special import expit, ndtr
 
 from ..attention import normalise_tokens, normalise_tokens_
+from ..stats._config import _work_dtype
 from . import _kernels
 
 __all__: list[str] = []
@@ -118,16 +119,17 @@ def activation_from_hf(name) -> Activation:
 
 @dataclasses.dataclass(frozen=True)
 class Normalisation:
-    """Token normalisation without gain: RMS (``center=False``) or LayerNorm (``center=True``)."""
+    """Token normalisation without gain: RMS (``center=False``) or LayerNorm (``center=True``); ``eps`` > 0 is the
+    variance floor of HF's norms, ``x / sqrt(mean x^2 + eps)`` (``BlockConfig.norm_eps``; the maps take 0)."""
 
     center: bool
 
-    def forward(self, x, gain=None, bias=None):
-        y = normalise_tokens(x, self.center)
+    def forward(self, x, gain=None, bias=None, eps=0.0):
+        y = normalise_tokens(x, self.center) if eps == 0 else _with_eps(x, self.center, eps)
         return y if gain is None else y * gain + bias
 
-    def forward_(self, x):
-        return normalise_tokens_(x, self.center)
+    def forward_(self, x, eps=0.0):
+        return normalise_tokens_(x, self.center) if eps == 0 else _with_eps(x, self.center, eps)
 
     @staticmethod
     def overlaps(q, p):
@@ -142,6 +144,14 @@ class Normalisation:
 
 
 RMS_NORM, LAYER_NORM = Normalisation(False), Normalisation(True)
+
+
+def _with_eps(x, center, eps):
+    """``(x - [mean]) / sqrt(mean (x - [mean])^2 + eps)`` in at least float32 (HF's RMSNorm / LayerNorm without gain)."""
+    w = x.to(_work_dtype(x.dtype))
+    if center:
+        w = w - w.mean(-1, keepdim=True)
+    return (w * torch.rsqrt(w.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def normalisation(config) -> Normalisation:

@@ -7,23 +7,30 @@ names is one component of ``sigprop.block._components`` / ``_attention`` (forwar
 
 Fields (the documents' block is the default; off-the-shelf parts are opt-in):
 
-* widths: ``d``, ``heads``, ``d_k`` (query/key width per head, default ``d / heads``), ``d_ff`` (MLP width,
-  default ``d``), ``kv_heads`` (grouped-query attention: heads share keys and values in ``kv_heads`` groups,
-  as HF's ``num_key_value_heads``; 1 = multi-query; default ``heads``);
+* widths: ``d``, ``heads``, ``d_k`` (query/key width per head, default ``d / heads``), ``d_v`` (value width per
+  head, default ``d / heads``; HF's ``head_dim`` sets both where ``heads * head_dim != d``, e.g. Qwen3-0.6B,
+  Mistral-Nemo; then ``W_O`` maps ``heads * d_v`` to ``d`` and must be present), ``d_ff`` (MLP width, default ``d``),
+  ``kv_heads`` (grouped-query attention: heads share keys and values in ``kv_heads`` groups, as HF's
+  ``num_key_value_heads``; 1 = multi-query; default ``heads``);
 * normalisation: ``norm`` placement ``"post" | "pre" | "none"``; ``ln_center`` False = RMS normalisation
-  (the documents' LN, RMSNorm without gain), True = LayerNorm (centred features);
+  (the documents' LN, RMSNorm without gain), True = LayerNorm (centred features); ``norm_eps`` the variance
+  floor ``x / sqrt(mean x^2 + eps)`` of the forward (default 0, the documents'; the maps take ``eps = 0``, an
+  error of order ``eps / q``, which :func:`sigprop.read_init` reports where it is not small);
 * residual layout: sequential (default) or ``parallel=True`` (GPT-NeoX, GPT-J; pre-LN only):
   ``x <- alpha_mlp (alpha_sa x + branch_sa SA(LN x)) + branch_mlp MLP(LN' x)``;
-* attention: ``logit_scale`` (default ``1/sqrt(d_k)``), ``causal``, ``gain_control`` (values centred along
-  the sequence, Giorlandino & Goldt Algorithm 3), ``positions="rope"`` (rotary embeddings, Su et al. 2021,
+* attention: ``logit_scale`` (default ``1/sqrt(d_k)``), ``causal``, ``window`` (a causal sliding window:
+  query ``t`` sees keys ``t - window < s <= t``, HF's ``sliding_window``; needs ``causal``), ``gain_control``
+  (values centred along the sequence, Giorlandino & Goldt Algorithm 3), ``positions="rope"`` (rotary embeddings, Su et al. 2021,
   HF's ``rotate_half`` pairing; ``rope_theta``, ``rope_fraction`` = share of each head's query/key
   dimensions rotated, GPT-NeoX ``rotary_pct``), output projection ``W_O`` (``sigma_o2`` set), biases of
-  values/output (``sigma_bv2``, ``sigma_bo2``) and of queries/keys (``sigma_bqk2``, Qwen2);
+  values/output (``sigma_bv2``, ``sigma_bo2``) and of queries/keys (``sigma_bqk2``; ``sigma_bk2`` the keys' when it
+  differs, Qwen2);
 * MLP: ``activation`` (``"relu" | "tanh" | "linear" | "gelu" | "gelu_tanh" | "silu"``), ``gated=True``:
   ``W_2 (phi(W_1 x + b_1) * (W_3 x + b_3)) + b_2`` (SwiGLU with ``"silu"``, GeGLU with ``"gelu"``), ``mlp``.
 
 Initialisation (zero-mean Gaussians): ``W_Q, W_K`` entries ``sigma_qk2`` (default Xavier, Noci et al. 2022,
-Sec. 3), ``b_Q, b_K`` ``sigma_bqk2``; ``W_V`` ``sigma_v2 / d``; ``W_O`` ``sigma_o2 / d``; ``W_1, W_3``
+Sec. 3), ``b_Q`` ``sigma_bqk2``, ``b_K`` ``sigma_bk2`` (default ``sigma_bqk2``); ``W_V`` ``sigma_v2 / d``; ``W_O``
+``sigma_o2 / (heads d_v)`` (its fan-in; ``sigma_o2 / d`` in the documents' widths); ``W_1, W_3``
 ``sigma_w2 / d``; ``b_1, b_3`` ``sigma_b2``; ``W_2`` ``sigma_w2_out / d_ff`` (default ``sigma_w2``); ``b_2``
 ``sigma_b2_out`` (default ``sigma_b2``). :meth:`BlockConfig.from_beta` sets ``sigma_qk2 = beta sqrt(log T)
 / d`` (Giorlandino & Goldt 2025, Result 1) and :meth:`BlockConfig.beta` reads ``beta`` back.
@@ -91,6 +98,10 @@ class BlockConfig:
     rope_fraction: float = 1.0
     parallel: bool = False
     sigma_bqk2: float = 0.0
+    d_v: int | None = None
+    norm_eps: float = 0.0
+    window: int | None = None
+    sigma_bk2: float | None = None
 
     def __post_init__(self):
         # validate, and store what was validated: ints as int, reals as float, flags as bool, options as str
@@ -99,9 +110,9 @@ class BlockConfig:
 
         put("d", check_int(self.d, "d", minimum=1))
         put("heads", check_int(self.heads, "heads", minimum=1))
-        if self.d % self.heads:
-            raise ValueError(f"d must be divisible by heads; got d={self.d}, heads={self.heads}")
-        for name in ("d_k", "d_ff", "kv_heads"):
+        if self.d % self.heads and (self.d_k is None or self.d_v is None):
+            raise ValueError(f"d must be divisible by heads (or d_k and d_v given); got d={self.d}, heads={self.heads}")
+        for name in ("d_k", "d_ff", "kv_heads", "d_v", "window"):
             if getattr(self, name) is not None:
                 put(name, check_int(getattr(self, name), name, minimum=1))
         if self.heads % self.group_count:
@@ -113,9 +124,10 @@ class BlockConfig:
         for name in ("alpha_sa", "alpha_mlp", "branch_sa", "branch_mlp", "sigma_v2", "sigma_w2", "sigma_b2",
                      "sigma_bv2", "sigma_bo2", "sigma_bqk2"):
             put(name, check_real(getattr(self, name), name, minimum=0.0))
-        for name in ("sigma_qk2", "logit_scale", "sigma_o2", "sigma_w2_out", "sigma_b2_out"):
+        for name in ("sigma_qk2", "logit_scale", "sigma_o2", "sigma_w2_out", "sigma_b2_out", "sigma_bk2"):
             if getattr(self, name) is not None:
                 put(name, check_real(getattr(self, name), name, minimum=0.0))
+        put("norm_eps", check_real(self.norm_eps, "norm_eps", minimum=0.0))
         put("rope_theta", check_real(self.rope_theta, "rope_theta", minimum=0.0, strict=True))
         put("rope_fraction", check_real(self.rope_fraction, "rope_fraction", minimum=0.0, maximum=1.0))
         for name in ("gain_control", "causal", "mlp", "ln_center", "gated", "parallel"):
@@ -123,6 +135,13 @@ class BlockConfig:
         if self.parallel and self.norm != "pre":
             raise ValueError("parallel residuals (GPT-NeoX, GPT-J: x + SA(LN x) + MLP(LN' x)) need norm='pre'; "
                              f"got norm={self.norm!r}")
+        if self.heads * self.value_dim != self.d and self.sigma_o2 is None:
+            raise ValueError(f"heads * d_v = {self.heads} * {self.value_dim} = {self.heads * self.value_dim} differs from "
+                             f"d = {self.d}: the heads' outputs reach width d only through an output projection W_O; "
+                             "set sigma_o2")
+        if self.window is not None and not self.causal:
+            raise ValueError(f"a sliding window (window={self.window}) is a causal mask over the last keys: set "
+                             "causal=True")
         if self.positions == "rope" and (self.rotary_dims < 2 or self.rotary_dims % 2):
             raise ValueError(f"rotary embeddings rotate pairs of dimensions: int(d_k * rope_fraction) must be even and "
                              f">= 2; got d_k={self.head_dim}, rope_fraction={self.rope_fraction} "
@@ -187,7 +206,13 @@ class BlockConfig:
 
     @property
     def value_dim(self) -> int:
-        return self.d // self.heads
+        """Value width per head (``d_v``, default ``d / heads``)."""
+        return self.d_v if self.d_v is not None else self.d // self.heads
+
+    @property
+    def key_bias_variance(self) -> float:
+        """``sigma_bk2``, or ``sigma_bqk2`` when unset."""
+        return self.sigma_bk2 if self.sigma_bk2 is not None else self.sigma_bqk2
 
     @property
     def group_count(self) -> int:

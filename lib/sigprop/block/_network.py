@@ -54,7 +54,7 @@ class TransformerParams:
     b1: torch.Tensor  # (n, L, d_ff)
     w2: torch.Tensor  # (n, L, d, d_ff)
     b2: torch.Tensor  # (n, L, d)
-    w_o: torch.Tensor | None = None  # (n, L, d, d), or (n, L, 0, 0): no W_O
+    w_o: torch.Tensor | None = None  # (n, L, d, H d_v), or (n, L, 0, 0): no W_O
     b_v: torch.Tensor | None = None  # (n, L, G, d_v)
     b_o: torch.Tensor | None = None  # (n, L, d)
     w3: torch.Tensor | None = None  # (n, L, d_ff, d), or (n, L, 0, 0): not gated
@@ -109,13 +109,13 @@ def sample_transformer(config: BlockConfig, depth: int, *, inits: int = 1, gener
     params = dict(w_q=normal(c.qk_variance, H, dk, d), w_k=normal(c.qk_variance, G, dk, d),
                   w_v=normal(c.sigma_v2 / d, G, dv, d), w1=normal(c.sigma_w2 / d, f, d), b1=normal(c.sigma_b2, f),
                   w2=normal(c.w2_variance / f, d, f), b2=normal(c.b2_variance, d))
-    optional = (("w_o", c.has_out_proj, lambda: normal(c.sigma_o2 / d, d, d)),
+    optional = (("w_o", c.has_out_proj, lambda: normal(c.sigma_o2 / (H * dv), d, H * dv)),
                 ("b_v", c.sigma_bv2 > 0, lambda: normal(c.sigma_bv2, G, dv)),
                 ("b_o", c.sigma_bo2 > 0, lambda: normal(c.sigma_bo2, d)),
                 ("w3", c.gated, lambda: normal(c.sigma_w2 / d, f, d)),
                 ("b3", c.gated and c.sigma_b2 > 0, lambda: normal(c.sigma_b2, f)),
                 ("b_q", c.sigma_bqk2 > 0, lambda: normal(c.sigma_bqk2, H, dk)),
-                ("b_k", c.sigma_bqk2 > 0, lambda: normal(c.sigma_bqk2, G, dk)))
+                ("b_k", c.key_bias_variance > 0, lambda: normal(c.key_bias_variance, G, dk)))
     for name, present, draw in optional:
         if present:
             params[name] = draw()
@@ -131,13 +131,15 @@ def apply_block(x, params, config, l, record=None, *, inplace=False, tau=1.0):
     gain, bias = params.ln_gain[:, l], params.ln_bias[:, l]
     affine = gain.shape[-1] > 0
 
+    eps = c.norm_eps
+
     def norm_of(h, k):
         if affine:
-            return norm.forward(h, gain[:, None, None, k], bias[:, None, None, k])
-        return norm.forward_(h.clone()) if inplace else norm.forward(h)
+            return norm.forward(h, gain[:, None, None, k], bias[:, None, None, k], eps)
+        return norm.forward_(h.clone(), eps) if inplace else norm.forward(h, eps=eps)
 
     def norm_fresh(h, k):
-        return norm.forward_(h) if inplace and not affine else norm_of(h, k)
+        return norm.forward_(h, eps) if inplace and not affine else norm_of(h, k)
 
     def combine(x, y, skip, weight):
         if inplace:   # y is a fresh branch output
@@ -188,7 +190,7 @@ def expected_shapes(c: BlockConfig) -> dict:
     """Shapes (after the ``(inits, depth)`` axes) of every weight of a config's network."""
     H, G, dk, dv, d, f = c.heads, c.group_count, c.head_dim, c.value_dim, c.d, c.hidden
     return {"w_q": (H, dk, d), "w_k": (G, dk, d), "w_v": (G, dv, d), "w1": (f, d), "b1": (f,), "w2": (d, f),
-            "b2": (d,), "w_o": (d, d) if c.has_out_proj else (0, 0), "b_v": (G, dv), "b_o": (d,),
+            "b2": (d,), "w_o": (d, H * dv) if c.has_out_proj else (0, 0), "b_v": (G, dv), "b_o": (d,),
             "w3": (f, d) if c.gated else (0, 0), "b3": (f,), "b_q": (H, dk), "b_k": (G, dk)}
 
 
