@@ -22,8 +22,8 @@ Pages write ``sp.course.pm(est)``; nothing here is imported by the science folde
 """
 from ._tables import (
     LEVEL as LEVEL, N_RESAMPLES as N_RESAMPLES, Z_POINT as Z_POINT, curve_test as curve_test, depth_test as depth_test,
-    glue as glue, pm as pm, point_verdict as point_verdict, pvalue as pvalue, sci as sci, verdict as verdict,
-    zscore as zscore,
+    glue as glue, pm as pm, point_verdict as point_verdict, pvalue as pvalue, sci as sci, smallest_p as smallest_p,
+    verdict as verdict, zscore as zscore,
 )
 from ._compare import DepthComparison as DepthComparison, compare_depth as compare_depth
 from ._records import (

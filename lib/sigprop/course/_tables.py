@@ -13,7 +13,8 @@ every page prints and decides the same way:
   the same decimal place (:func:`pm`); error bars in figures are ±2 SE.
 
 :func:`pm`, :func:`sci` and :func:`pvalue` return plain strings (for tables, ``print`` and myst-nb ``glue``);
-:func:`verdict` turns a :class:`~sigprop.CurveAgreement` or a z-score into the words a table shows.
+:func:`verdict` turns a :class:`~sigprop.CurveAgreement` or a z-score into the words a table shows, and says when a
+p-value is the smallest its test can report (:func:`smallest_p`) rather than printing that floor as a measurement.
 :func:`glue` hands a computed number to the page's prose (myst-nb's ``{glue:text}`` role), so that no number in
 the text is typed by hand.
 """
@@ -29,7 +30,7 @@ from ..stats._estimate import Estimate
 __all__: list[str] = []
 __theory__: list[str] = []
 __course__ = ["LEVEL", "Z_POINT", "N_RESAMPLES", "pm", "sci", "pvalue", "curve_test", "depth_test", "verdict",
-              "point_verdict", "zscore", "glue"]
+              "point_verdict", "smallest_p", "zscore", "glue"]
 
 #: The book's one test level (book/checks.md, "One level for the book").
 LEVEL = 1e-3
@@ -44,6 +45,8 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 def _scalar(value, name):
     if isinstance(value, Estimate):
         raise TypeError(f"{name} must be a number; got an Estimate (pass it as the first argument of pm)")
+    if value is None or isinstance(value, (str, bytes, bool)):       # np.asarray(None, dtype=float) is nan
+        raise TypeError(f"{name} must be a number; got {value!r}")
     arr = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value, dtype=float)
     if arr.size != 1:
         raise ValueError(f"{name} must be a single number; got shape {arr.shape}")
@@ -72,11 +75,20 @@ def pm(mean, se=None, *, digits: int = 2) -> str:
     top = max(abs(m), s)
     power = math.floor(math.log10(top)) if top > 0 else 0
     if -4 <= power < 5:
-        decimals = max(0, digits - 1 - math.floor(math.log10(s)))
+        decimals = _decimals(s, digits)
         return f"{m:.{decimals}f} ± {s:.{decimals}f}"
     scale = 10.0 ** power
-    decimals = max(0, digits - 1 - math.floor(math.log10(s / scale)))
+    decimals = _decimals(s / scale, digits)
     return f"({m / scale:.{decimals}f} ± {s / scale:.{decimals}f}) × 10{str(power).translate(_SUPERSCRIPT)}"
+
+
+def _decimals(s: float, digits: int) -> int:
+    """Decimal places that show ``s`` to ``digits`` significant digits *after* rounding: 0.0995 to two digits is
+    0.10 (two places), not 0.100, which a count of places taken before rounding (three) would print."""
+    decimals = digits - 1 - math.floor(math.log10(s))
+    if float(f"{s:.{max(0, decimals)}f}") >= 10.0 ** (digits - decimals):    # rounding carried into a new digit
+        decimals -= 1
+    return max(0, decimals)
 
 
 def sci(x, digits: int = 2) -> str:
@@ -140,27 +152,50 @@ def zscore(mean, se, theory) -> float:
 def point_verdict(z) -> str:
     """``"agrees (z = -2.6)"`` when ``|z| <= Z_POINT``, else ``"disagrees (z = 5.1)"`` (one independent number)."""
     v = _scalar(z, "z")
+    if math.isnan(v):
+        raise ValueError("z is nan: no verdict (a standard error of 0, or a missing number?)")
     return f"{'agrees' if abs(v) <= Z_POINT else 'disagrees'} (z = {v:+.1f})"
+
+
+def smallest_p(result: CurveAgreement) -> float:
+    """The smallest p-value the curve test behind ``result`` can report: ``1/(n_resamples + 1)``, with the
+    observed sign pattern counted among the resampled ones (``1/2^(n-1)`` when every pattern was used)."""
+    if not isinstance(result, CurveAgreement):
+        raise TypeError(f"result must be a CurveAgreement; got {type(result).__name__}")
+    return 1.0 / (result.n_resamples + 1)
+
+
+def _power_of_ten(x: float) -> str:
+    text = sci(x)
+    return text[len("1.0 × "):] if text.startswith("1.0 × 10") else text     # "10⁻⁴", not "1.0 × 10⁻⁴"
 
 
 def verdict(result, *, short: bool = False) -> str:
     """The words a table shows for a check.
 
-    ``result``: a :class:`~sigprop.CurveAgreement` (``"agrees (p = 0.42)"``, ``"disagrees (p = 1.0 × 10⁻⁴)"``)
-    or a z-score of one independent number (:func:`point_verdict`). ``short=True``: ``"✓ p = 0.42"`` /
-    ``"✗ p = 1.0 × 10⁻⁴"`` for dense tables. A curve tested at another level than :data:`LEVEL` is refused:
-    the book has one level.
+    ``result``: a :class:`~sigprop.CurveAgreement` (``"agrees (p = 0.42)"``) or a z-score of one independent
+    number (:func:`point_verdict`). A curve whose p is the smallest its test can report says so instead of printing
+    that floor as if it were measured: ``"disagrees (p ≤ 10⁻⁴, the smallest p 9,999 resamples can give)"``.
+    ``short=True``: ``"✓ p = 0.42"`` / ``"✗ p ≤ 10⁻⁴"`` for dense tables. A curve tested at another level than
+    :data:`LEVEL` is refused: the book has one level.
     """
+    if result is None or isinstance(result, (str, bytes, bool)):
+        raise TypeError(f"verdict needs a CurveAgreement or a z-score; got {result!r}")
     if not isinstance(result, CurveAgreement):
         text = point_verdict(result)
         return ("✓ " if text.startswith("agrees") else "✗ ") + text.split("(")[1].rstrip(")") if short else text
     if not math.isclose(result.level, LEVEL):
         raise ValueError(f"the book tests at level {LEVEL:g} (book/checks.md); this curve was tested at "
                          f"{result.level:g}: use sigprop.course.curve_test")
+    mark, word = ("✓", "agrees") if result.passed else ("✗", "disagrees")
+    floor = smallest_p(result)
+    if result.p <= floor * (1 + 1e-9):
+        p = _power_of_ten(floor)
+        by = (f"all {result.n_resamples + 1:,} sign patterns give" if result.exact
+              else f"{result.n_resamples:,} resamples can give")
+        return f"{mark} p ≤ {p}" if short else f"{word} (p ≤ {p}, the smallest p {by})"
     p = pvalue(result.p)
-    if short:
-        return f"{'✓' if result.passed else '✗'} p = {p}"
-    return f"{'agrees' if result.passed else 'disagrees'} (p = {p})"
+    return f"{mark} p = {p}" if short else f"{word} (p = {p})"
 
 
 def glue(name: str, value) -> None:
