@@ -222,28 +222,80 @@ def test_depth_test_leaves_the_input_out():
         sp.course.depth_test(rows, curve[:4])
 
 
-def test_ledger_table_escapes_and_puts_status_first():
+def test_ledger_table_is_numbered_puts_status_first_and_keeps_sizes_in_the_claim():
     from sigprop.claims import load_record, quote
 
     record = load_record("giorlandino-goldt2025")
-    html = sp.course.ledger_table(record, quote)
-    assert html == sp.course.ledger_table(list(record.values()))      # a dict or its rows; quote by default
-    assert html.count("<tr>") == len(record) + 1
-    first_row = html.split("<tr>")[2]
-    assert re.match(r"<td style='color:#[0-9a-f]{6}'><b>[a-z&;-]+</b></td>", first_row)
+    table = sp.course.ledger_table(record, quote, name="tbl-gg-ledger")
+    assert table == sp.course.ledger_table(list(record.values()), name="tbl-gg-ledger")   # a dict or its rows
+    assert isinstance(table, sp.course.Table) and len(table.rows) == len(record)
+    # five columns (the sizes inside the claim's cell: the table fits 1280 px and the printed page)
+    assert table.header == ("status", "claim", "stated", "measured ± SE", "corrected")
+    assert re.match(r"<span style='color:#[0-9a-f]{6}'><b>[a-z&;-]+</b></span>", table.rows[0][0])
+    markdown = table._repr_markdown_()
+    assert markdown.startswith("```{list-table} ") and ":name: tbl-gg-ledger" in markdown
     for r in record.values():                                          # every number as claims.quote prints it
-        assert quote(r.id, record=record) in html
+        assert quote(r.id, record=record) in markdown
+        if r.scale and r.scale.get("measured"):
+            assert "sizes: " in dict(zip(record, table.rows))[r.id][1]
 
 
-def test_ledger_table_typesets_math_and_escapes_html():
+def test_ledger_table_typesets_notes_and_keeps_markup_literal():
     from sigprop.claims import load_record
 
     row = next(iter(load_record("noci2022").values()))
-    fake = dataclasses.replace(row, claim="a < b and $\\alpha_1$", note="<script>", corrected=None)
-    html = sp.course.ledger_table({row.id: fake})
-    assert "a &lt; b and \\(\\alpha_1\\)" in html and "<script>" not in html and "&lt;script&gt;" in html
+    fake = dataclasses.replace(row, claim="a < b and $\\alpha_1$ for gg2025-fig1e-*", note="sigma_v^2 = 1 +- 0.1, <script>",
+                               corrected=None)
+    cell = sp.course.ledger_table({row.id: fake}).rows[0][1]
+    assert "a &lt; b and $\\alpha_1$ for gg2025-fig1e-\\*" in cell          # math kept, '*' and '<' literal
+    assert "$\\sigma_{v}^{2}$ = 1 ± 0.1, &lt;script>" in cell and "<script>" not in cell
+    assert "\\(\\alpha_1\\)" in sp.course.ledger_table({row.id: fake})._repr_html_()   # Jupyter: MathJax delimiters
     summary = sp.course.ledger_summary([fake])
     assert summary.startswith("<p class='mathjax_process'>1 claims checked: 1 ")
+
+
+@pytest.mark.parametrize("text, tex", [
+    ("alpha_SA", "$\\alpha_{SA}$"),
+    ("T -> inf map", "$T\\to\\infty$ map"),
+    ("d -> infinity, Y_p = 1/T", "$d\\to\\infty$, $Y_{p}$ = 1/T"),
+    ("sigma_w2 = 2, sigma_v^2 = 1", "$\\sigma_{w}^{2}$ = 2, $\\sigma_{v}^{2}$ = 1"),
+    ("a d^-gamma + b, p = 4e-05, 1e4", "a $d^{-\\gamma}$ + b, p = 4 × 10⁻⁵, 10⁴"),
+    ("16 inits x 2 sequences, 0.5 +- 0.1", "16 inits × 2 sequences, 0.5 ± 0.1"),
+    ("chi2/dof, u^T V_0, sqrt(d)", "$\\chi^2$/dof, $u^{\\top}$ $V_{0}$, √(d)"),
+    # left alone: TeX, code, dotted names, identifiers, file names, claim ids, lone letters
+    ("$\\beta$ and `alpha_SA` and sp.theory.ipr_finite and map_1/T", "$\\beta$ and `alpha_SA` and sp.theory.ipr_finite and map_1/T"),
+    ("record_fig4-qgrad.json, gg2025-fig1e-beta18, --case fig4-qgrad, d = 128",
+     "record_fig4-qgrad.json, gg2025-fig1e-beta18, --case fig4-qgrad, d = 128"),
+])
+def test_typeset_rewrites_only_what_is_unambiguous(text, tex):
+    assert sp.course.typeset(text) == tex
+
+
+def test_table_numbers_captions_and_drops_the_default_index():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame([{"alpha_SA": 1.0, "T -> inf map": 0.512345, "verdict": "- agrees", "n": 16, "x": float("nan")},
+                       {"alpha_SA": 1.5, "T -> inf map": 1.2e-6, "verdict": "1. no", "n": 32, "x": True}])
+    t = sp.course.table(df, caption="One line with $\\beta$.", name="tbl-test")
+    assert t.header == ("$\\alpha_{SA}$", "$T\\to\\infty$ map", "verdict", "n", "x")          # no index column
+    assert t.rows[0] == ("1", "0.5123", "- agrees", "16", "—") and t.rows[1][1:] == ("1.200 × 10⁻⁶", "1. no", "32", "yes")
+    md = t._repr_markdown_()
+    assert md.splitlines()[:4] == ["```{list-table} One line with $\\beta$.", ":header-rows: 1", ":name: tbl-test",
+                                   ":class: sp-table"]
+    assert "  - \\- agrees" in md and "  - 1\\. no" in md                       # not read as list items
+    assert "<caption>One line with \\(\\beta\\).</caption>" in t._repr_html_()
+    # a meaningful index is the first column, headed by its name; a transposed table by the columns' name
+    named = sp.course.table(df.set_index("alpha_SA"), caption="c")
+    assert named.header[0] == "$\\alpha_{SA}$" and named.rows[1][0] == "1.5"
+    flipped = sp.course.table(df[["alpha_SA", "n"]].set_index("alpha_SA").T.rename_axis(columns="T x Y_p"), caption="c")
+    assert flipped.header == ("T × $Y_{p}$", "1", "1.5") and flipped.rows == (("n", "16", "32"),)
+    rows = sp.course.table([(1, "a")], columns=["k", "v"], caption="c")
+    assert rows.rows == (("1", "a"),)
+    with pytest.raises(ValueError, match="one-line caption"):
+        sp.course.table(df, caption="two\nlines")
+    with pytest.raises(ValueError, match="label"):
+        sp.course.table(df, caption="c", name="has space")
+    with pytest.raises(ValueError, match="columns"):
+        sp.course.table([(1, 2)], caption="c")
 
 
 def test_ledger_provenance_names_rows_recorded_later():

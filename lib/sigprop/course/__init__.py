@@ -9,6 +9,8 @@ each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal)
   ``glue`` (numbers for the prose);
 * ``_compare``: random transformers against their block map, block by block (``compare_depth``);
 * ``_records``: readers of the committed records a page replays (finite-size ladders, training runs);
+* ``_typeset``: plain-text formulas of code and records typeset for a page (``alpha_SA``, ``T -> inf``, ``+-``);
+* ``_numbered``: a computed table numbered by chapter and captioned (``table``, ``Table``), no index column;
 * ``_ledger``: the claims ledger's table, summary and provenance line, the same on every page;
 * ``_plots``: figure helpers shared by pages (trainability diagrams, training curves);
 * ``_layers``: small Monte Carlo helpers used only by the synthesis pages;
@@ -30,6 +32,8 @@ from ._records import (
     first_step_below as first_step_below, record_maps as record_maps, record_rung as record_rung,
     training_summary as training_summary, yp_shift as yp_shift,
 )
+from ._typeset import typeset as typeset
+from ._numbered import Table as Table, table as table
 from ._ledger import (
     ledger_provenance as ledger_provenance, ledger_summary as ledger_summary, ledger_table as ledger_table,
 )

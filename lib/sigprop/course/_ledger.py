@@ -2,10 +2,13 @@ r"""The claims ledger as the book shows it: one table, one summary and one prove
 
 The claims appendix (``book/claims.ipynb``) and each chapter's ledger section show a document's committed record
 (:func:`sigprop.claims.load_record`) through these functions, so that a status, a number and its standard error look
-the same on every page: the status first (what a reader looks for; it stays in view when a wide table scrolls), the
-claim with its source, id and note, the stated value, the measurement ± SE with its tolerance, the corrected value
-and the sizes (measured, and the document's). Numbers are printed by :func:`sigprop.claims.quote` (the value to its
-standard error's precision); ``$...$`` in a claim or note is typeset by MathJax. All three return HTML strings, for
+the same on every page: the status first (what a reader looks for), the claim with its source, id, note and sizes
+(measured, and the document's: inside the claim's cell, so that five columns fit a 1280 px window and the printed
+page), the stated value, the measurement ± SE with its tolerance, and the corrected value. Numbers are printed by
+:func:`sigprop.claims.quote` (the value to its standard error's precision); the notes, written in plain text by the
+claims modules, are typeset (:func:`sigprop.course.typeset`: ``sigma_v^2``, ``+-``, ``T -> inf``); ``$...$`` in a
+claim or note is typeset by MathJax. :func:`ledger_table` returns a numbered :class:`sigprop.course.Table` (display
+it as a cell's last value); :func:`ledger_summary` and :func:`ledger_provenance` return HTML strings, for
 ``IPython.display.HTML``.
 """
 from __future__ import annotations
@@ -14,6 +17,8 @@ import html
 import re
 
 from ..claims import provenance_text, quote as _quote
+from ._numbered import Table
+from ._typeset import typeset
 
 __all__: list[str] = []
 __theory__: list[str] = []
@@ -38,33 +43,43 @@ def _text(s: str) -> str:
 
 def _sizes(scale: dict | None) -> str:
     if not scale:
-        return "—"
+        return ""
     def part(d):
         return ", ".join(f"{k} = {v:,}" if isinstance(v, int) else f"{k} = {v}" for k, v in d.items()) or "—"
-    return f"{part(scale.get('measured', {}))}<br><small>document: {part(scale.get('paper', {}))}</small>"
+    return typeset(f"sizes: {part(scale.get('measured', {}))}; document: {part(scale.get('paper', {}))}")
 
 
-def _cells(r, record: dict, quote) -> str:
+def _markdown(text: str) -> str:
+    # a claim or note as Markdown: '*' and '<' outside formulas and code are literal (an id such as gg2025-fig1e-*)
+    parts = re.split(r"(\$[^$]+\$|`[^`]+`)", text)
+    return "".join(p if k % 2 else p.replace("*", "\\*").replace("<", "&lt;") for k, p in enumerate(parts))
+
+
+def _row(r, record: dict, quote) -> tuple:
     value = lambda field: "—" if getattr(r, field) is None else quote(r.id, field, record=record)
-    return (f"<tr><td style='color:{STATUS_COLOURS[r.status]}'><b>{r.status.replace('-', '&nbsp;')}</b></td>"
-            f"<td><b>{html.escape(r.source)}</b>: {_text(r.claim)}<br>"
-            f"<small><code>{html.escape(r.id)}</code> — {_text(r.note)}</small></td>"
-            f"<td>{value('stated')}</td><td>{value('measured')}<br><small>tol. {r.tolerance:.2g}</small></td>"
-            f"<td>{value('corrected')}</td><td><small>{_sizes(r.scale)}</small></td></tr>")
+    sizes = _sizes(r.scale)
+    claim = (f"**{_markdown(r.source)}**: {_markdown(r.claim)}<br><small>`{r.id}` — {_markdown(typeset(r.note))}"
+             + (f"<br>{_markdown(sizes)}" if sizes else "") + "</small>")
+    status = f"<span style='color:{STATUS_COLOURS[r.status]}'><b>{r.status.replace('-', '&nbsp;')}</b></span>"
+    return (status, claim, value("stated"), f"{value('measured')}<br><small>tol. {r.tolerance:.2g}</small>",
+            value("corrected"))
 
 
-def ledger_table(record, quote=None) -> str:
-    """The rows of a committed ledger record as one HTML table.
+def ledger_table(record, quote=None, *, caption: str | None = None, name: str | None = None) -> Table:
+    """The rows of a committed ledger record as one numbered table (:class:`sigprop.course.Table`).
 
     ``record``: ``{id: ClaimResult}`` as :func:`sigprop.claims.load_record` returns, or a list of its rows;
-    ``quote``: how a number is printed (default :func:`sigprop.claims.quote`)."""
+    ``quote``: how a number is printed (default :func:`sigprop.claims.quote`); ``caption``: one line (default:
+    what the columns are); ``name``: the label ``{numref}`` refers to."""
     quote = _quote if quote is None else quote
     rows = _rows(record)
     by_id = {r.id: r for r in rows}
-    head = ("<tr><th>status</th><th style='min-width:22em'>claim</th><th>stated</th><th>measured ± SE</th>"
-            "<th>corrected</th><th>sizes</th></tr>")
-    return ("<div class='mathjax_process' style='overflow-x:auto'><table class='sp-claims' style='font-size:0.85em'>"
-            + head + "".join(_cells(r, by_id, quote) for r in rows) + "</table></div>")
+    caption = caption or (f"The claims ledger's committed record, {len(rows)} rows: status, claim (source, id, note, "
+                          "sizes measured and the document's), stated value, measurement ± SE with its tolerance, "
+                          "corrected value.")
+    return Table(header=("status", "claim", "stated", "measured ± SE", "corrected"),
+                 rows=tuple(_row(r, by_id, quote) for r in rows), caption=caption, name=name,
+                 widths=(12, 52, 12, 13, 11), classes="sp-claims")
 
 
 def ledger_summary(record) -> str:
