@@ -66,13 +66,16 @@ def test_predict_with_rope_agrees_with_monte_carlo_of_the_model(name):
         assert abs(z_none) > 4, z_none                  # the test has power: without RoPE the map is off
 
 
-def test_predict_refuses_rope_it_does_not_model():
+def test_scaled_rope_is_read_with_its_frequencies_or_refused_by_name():
+    # linear scaling (and Llama 3's) only changes the rotation frequencies: read from inv_freq, proved by the replay
     model = build("llama", rope_scaling={"rope_type": "linear", "factor": 2.0})
     read = sp.read_init(model)
-    assert not read.rope_exact
-    with pytest.raises(ValueError, match="rotary embeddings are scaled.*ignore_rope=True"):
-        read.predict(0.1, T=8, samples=64)
-    assert read.predict(0.1, T=8, samples=64, ignore_rope=True).shape == (DEPTH + 1,)
+    inv = next(b for n, b in model.named_buffers() if n.endswith("inv_freq"))
+    assert read.config.rope_freqs == tuple(inv.tolist()) and read.proof.proved and read.rope_exact
+    assert read.predict(0.1, T=8, samples=64).shape == (DEPTH + 1,)
+    # tables recomputed per sequence length are not rotations by fixed angles: refused, named
+    with pytest.raises(ValueError, match="rope_type 'dynamic'.*not rotations by fixed angles"):
+        sp.read_init(build("llama", rope_scaling={"rope_type": "dynamic", "factor": 2.0}))
     plain = sp.read_init(build("llama"))
     a, b = plain.predict(0.1, T=8, samples=64), plain.predict(0.1, T=8, samples=64, generator=0)
     assert a.shape == (DEPTH + 1,) and np.array_equal(a, b)           # the seed fixes the map's draws

@@ -405,7 +405,7 @@ def test_errors_are_clear():
         probe(model, x[:, :1])
     with pytest.raises(ValueError, match="device and dtype"):
         probe(model, x.double())
-    with pytest.raises(ValueError, match="always apply a causal mask"):
+    with pytest.raises(ValueError, match="attention is causal: causal=False cannot be imposed"):
         probe(gpt2(torch.float32), x, causal=False)
     with pytest.raises(ValueError, match="grads=True needs loss"):
         probe(model, x, grads=True)

@@ -150,9 +150,6 @@ def test_reinitialise_validation():
     model = bert()
     with pytest.raises(ValueError, match="model block"):
         sp.reinitialise(model, sp.BlockConfig(d=64, heads=2, d_ff=96, activation="gelu"))
-    with pytest.raises(ValueError, match="post-LN"):
-        sp.reinitialise(gpt2(), sp.BlockConfig(d=64, heads=4, d_ff=256, norm="pre", causal=True,
-                                               activation="gelu_tanh", alpha_sa=2.0))
     with pytest.raises(ValueError, match="gain control"):
         sp.reinitialise(model, sp.BlockConfig(d=64, heads=4, d_ff=96, activation="gelu", gain_control=True))
     with pytest.raises(TypeError, match="Module"):

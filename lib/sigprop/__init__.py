@@ -73,7 +73,9 @@ from .models._lm import LMConfig as LMConfig, TinyLM as TinyLM, fit as fit
 from .models._probe import probe as probe, ProbeResult as ProbeResult
 from .models._adapter import BlockAdapter as BlockAdapter
 from .models._montecarlo import mc_model_cosine as mc_model_cosine, at_width as at_width
-from .models._real import read_init as read_init, reinitialise as reinitialise, ModelInit as ModelInit
+from .models._real import read_init as read_init, ModelInit as ModelInit
+from .models._reinit import reinitialise as reinitialise
+from .models._replay import Replay as Replay
 from .attention._uniform import (
     gram_sum as gram_sum, uniform_self_attention as uniform_self_attention,
     ratio_correlation as ratio_correlation,
@@ -128,7 +130,7 @@ __all__ = [
     "BlockTrajectory", "GramTrajectory", "GramStep", "TrainabilityDiagram",
     "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm",
     "masked_lm_init", "LMConfig", "TinyLM", "fit", "probe", "ProbeResult", "read_init", "reinitialise",
-    "ModelInit", "BlockAdapter", "mc_model_cosine", "at_width",
+    "ModelInit", "Replay", "BlockAdapter", "mc_model_cosine", "at_width",
     "gram_sum", "uniform_self_attention", "ratio_correlation", "fit_power_law", "fit_gap", "extrapolate",
     "fit_inverse_width", "GapFit", "Extrapolation", "InverseWidthFit",
     "attention_jacobian_sq_norms", "softmax_param_grad_sq_norms", "loss_grad_sq_norms",

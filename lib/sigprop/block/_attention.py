@@ -50,9 +50,13 @@ from ._components import linear
 __all__: list[str] = []
 
 
-def rope_tables(T: int, rot: int, theta: float, device, dtype):
-    """``cos, sin (T, rot)`` of HF's rotary embedding (angles in float32 as ``transformers`` computes them)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, rot, 2, dtype=torch.int64, device=device).float() / rot))
+def rope_tables(T: int, rot: int, theta: float, device, dtype, freqs=None):
+    """``cos, sin (T, rot)`` of HF's rotary embedding (angles in float32 as ``transformers`` computes them);
+    ``freqs`` the inverse frequencies of the pairs where they are not ``theta^(-2i/rot)``."""
+    if freqs is not None:
+        inv_freq = torch.tensor(freqs, dtype=torch.float32, device=device)
+    else:
+        inv_freq = 1.0 / (theta ** (torch.arange(0, rot, 2, dtype=torch.int64, device=device).float() / rot))
     angles = torch.arange(T, device=device).float()[:, None] * inv_freq[None, :]
     emb = torch.cat([angles, angles], -1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -83,7 +87,7 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
     k = k.unflatten(-1, (G, 1, dk)).permute(0, 1, 3, 4, 2, 5)        # (n, b, G, 1, T, dk)
     v = v.unflatten(-1, (G, 1, dv)).permute(0, 1, 3, 4, 2, 5)        # (n, b, G, 1, T, dv)
     if c.positions == "rope":
-        cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, x.device, q.dtype)
+        cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, x.device, q.dtype, c.rope_freqs)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     work = _work_dtype(q.dtype)   # logits accumulate in >= float32
     scores = q.to(work) @ k.to(work).transpose(-1, -2)               # (n, b, G, H/G, T, T)
@@ -161,7 +165,7 @@ def _logit_sampler(H, c):
             Z = torch.randn(m // 2, T, T, generator=g, dtype=torch.float64)
             return sigma_a * (Lq @ torch.cat([Z, -Z]) @ L.T)
         return draw
-    cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, "cpu", torch.float64)
+    cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, "cpu", torch.float64, c.rope_freqs)
     dk, s = c.head_dim, c.qk_variance * c.d
     # absolute units: a query (key) coordinate has covariance s H + sigma_bq2 (s H + sigma_bk2) over the tokens, so
     # biases without weights (s = 0) still give RoPE logits; the key bias is turned by its position and stays

@@ -20,11 +20,12 @@ Fields (the documents' block is the default; off-the-shelf parts are opt-in):
   ``x <- alpha_mlp (alpha_sa x + branch_sa SA(LN x)) + branch_mlp MLP(LN' x)``;
 * attention: ``logit_scale`` (default ``1/sqrt(d_k)``), ``causal``, ``window`` (a causal sliding window:
   query ``t`` sees keys ``t - window < s <= t``, HF's ``sliding_window``; needs ``causal``), ``gain_control``
-  (values centred along the sequence, Giorlandino & Goldt Algorithm 3), ``positions="rope"`` (rotary embeddings, Su et al. 2021,
-  HF's ``rotate_half`` pairing; ``rope_theta``, ``rope_fraction`` = share of each head's query/key
-  dimensions rotated, GPT-NeoX ``rotary_pct``), output projection ``W_O`` (``sigma_o2`` set), biases of
-  values/output (``sigma_bv2``, ``sigma_bo2``) and of queries/keys (``sigma_bqk2``; ``sigma_bk2`` the keys' when it
-  differs, Qwen2);
+  (values centred along the sequence, Giorlandino & Goldt Algorithm 3), ``positions="rope"`` (rotary embeddings,
+  Su et al. 2021, HF's ``rotate_half`` pairing; ``rope_theta``, ``rope_fraction`` = share of each head's
+  query/key dimensions rotated, GPT-NeoX ``rotary_pct``; ``rope_freqs`` the inverse frequency of each rotated pair
+  where it is not ``rope_theta^(-2i/r)``, e.g. Llama 3's or linear scaling, read from a model's ``inv_freq``),
+  output projection ``W_O`` (``sigma_o2`` set), biases of values/output (``sigma_bv2``, ``sigma_bo2``) and of
+  queries/keys (``sigma_bqk2``; ``sigma_bk2`` the keys' when it differs, Qwen2);
 * MLP: ``activation`` (``"relu" | "tanh" | "linear" | "gelu" | "gelu_tanh" | "silu"``), ``gated=True``:
   ``W_2 (phi(W_1 x + b_1) * (W_3 x + b_3)) + b_2`` (SwiGLU with ``"silu"``, GeGLU with ``"gelu"``), ``mlp``.
 
@@ -102,6 +103,7 @@ class BlockConfig:
     norm_eps: float = 0.0
     window: int | None = None
     sigma_bk2: float | None = None
+    rope_freqs: tuple | None = None
 
     def __post_init__(self):
         # validate, and store what was validated: ints as int, reals as float, flags as bool, options as str
@@ -142,6 +144,12 @@ class BlockConfig:
         if self.window is not None and not self.causal:
             raise ValueError(f"a sliding window (window={self.window}) is a causal mask over the last keys: set "
                              "causal=True")
+        if self.rope_freqs is not None:
+            freqs = tuple(check_real(f, "rope_freqs[i]", minimum=0.0, strict=True) for f in self.rope_freqs)
+            put("rope_freqs", freqs)
+            if self.positions != "rope" or len(freqs) != self.rotary_dims // 2:
+                raise ValueError(f"rope_freqs gives the inverse frequency of each rotated pair: {self.rotary_dims // 2} "
+                                 f"values with positions='rope'; got {len(freqs)} with positions={self.positions!r}")
         if self.positions == "rope" and (self.rotary_dims < 2 or self.rotary_dims % 2):
             raise ValueError(f"rotary embeddings rotate pairs of dimensions: int(d_k * rope_fraction) must be even and "
                              f">= 2; got d_k={self.head_dim}, rope_fraction={self.rope_fraction} "

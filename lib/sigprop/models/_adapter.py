@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from ._families import describe_block
+from ._families import causal_of, match
 
 __all__ = ["BlockAdapter"]
 
@@ -132,6 +132,21 @@ class BlockAdapter:
 
     def window_of(self, block):
         return None if self.window is None else self.window(block)
+
+
+def masks(B, T, *, causal, window, key_mask, dtype, device):
+    """-> allowed (B|1, 1, T, T) bool and the additive float mask with ``finfo.min`` where not allowed."""
+    i = torch.arange(T, device=device)
+    allowed = torch.ones(T, T, dtype=torch.bool, device=device)
+    if causal:
+        allowed &= i[None, :] <= i[:, None]
+    if window is not None:
+        allowed &= i[None, :] > i[:, None] - window  # HF's sliding_window_overlay: key s > t - window
+    allowed = allowed[None, None]
+    if key_mask is not None:
+        allowed = allowed & key_mask[:, None, None, :]
+    additive = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+    return allowed, additive
 
 
 def _owns_projection(m):
@@ -240,12 +255,10 @@ def _hf_causal(blocks, path):
     found = set()
     for b in blocks:
         try:
-            found.add(describe_block(b).causal)
+            layout = match(b)[0]
         except ValueError:
-            attn = self_attentions(b)[0]
-            flag = next((getattr(attn, k) for k in ("is_causal", "is_decoder")
-                         if isinstance(getattr(attn, k, None), bool)), False)
-            found.add(bool(flag))
+            layout = None
+        found.add(causal_of(self_attentions(b)[0], layout))
     if len(found) != 1:
         raise ValueError(f"the blocks of {path} differ in causality")
     return found.pop()
@@ -253,9 +266,10 @@ def _hf_causal(blocks, path):
 
 def hf_adapter(model, blocks=None):
     """The adapter of a HuggingFace model (module docstring); ``blocks`` narrows it to some of its blocks."""
-    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        raise ValueError(f"{type(model).__name__} is an encoder-decoder model (two stacks of blocks): pass "
-                         "blocks=model.encoder.<blocks> or an adapter")
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False) and callable(
+            getattr(model, "get_encoder", None)) and model.get_encoder() is not model:
+        raise ValueError(f"{type(model).__name__} is an encoder-decoder model (two stacks of blocks): probe or read one "
+                         "stack as a model of its own, e.g. sp.probe(model.get_encoder(), x)")
     path, found = find_blocks(model)
     blocks = list(found) if blocks is None else blocks
     anc = _ancestors(model, path)
@@ -275,9 +289,10 @@ def hf_adapter(model, blocks=None):
 
 def _layout_name(block):
     try:
-        return describe_block(block).layout
+        layout = match(block)[0]
     except ValueError:
         return type(block).__name__
+    return "vit" if layout == "vit5" else layout
 
 
 def torch_call(block, h, ctx):
@@ -308,7 +323,7 @@ def adapter_for(model, blocks=None, causal=None):
         raise ValueError(f"could not find transformer blocks in {type(model).__name__}; pass blocks=[...] (the modules "
                          "applied in sequence to (B, T, d) hidden states) or adapter=sp.BlockAdapter(...)")
     if causal is not None and causal != ad.causal:
-        if ad.family == "gpt2":
-            raise ValueError("GPT-2 blocks always apply a causal mask; got causal=False")
-        ad.causal = causal
+        raise ValueError(f"probe runs {type(model).__name__}'s blocks as the model calls them, and their attention is "
+                         f"{'causal' if ad.causal else 'not causal'}: causal={causal} cannot be imposed (build the model "
+                         "with the other mask, e.g. is_decoder=True, or pass an adapter)")
     return ad

@@ -1,52 +1,56 @@
 r"""What a block of an off-the-shelf transformer is made of, read from its modules: :func:`describe_block`.
 
 A block is matched **structurally**, by the attribute paths of its parts (a *layout*), not by its class, so
-families that share a layer share a layout (RoBERTa, ELECTRA and XLM-R are BERT's; Qwen2 and Mistral are
-Llama's):
+families that share a layer share a layout:
 
-==========  ==============================================  =============================================
-layout      families (HF classes unless said)               parts
-==========  ==============================================  =============================================
-``llama``   Llama, Qwen2, Mistral (``*DecoderLayer``)       RMSNorm pre-LN, RoPE, grouped-query heads,
-                                                            gated MLP (``gate/up/down_proj``; SwiGLU)
-``neox``    GPT-NeoX (``GPTNeoXLayer``)                     LayerNorm pre-LN, partial RoPE, fused
-                                                            head-interleaved ``query_key_value``,
-                                                            parallel or sequential residual
-``bert``    BERT, RoBERTa (``BertLayer``, ``RobertaLayer``)  post-LN, ``attention.self.query/key/value``
-``vit``     ViT 4.x (``attention.attention.query``) and     pre-LN LayerNorm, non-causal
+==========  =====================================================  ========================================
+layout      families (HF classes unless said)                      parts
+==========  =====================================================  ========================================
+``llama``   Llama, Qwen2, Mistral, Gemma, Granite, OLMo, StableLM  pre-norm, RoPE, grouped-query heads, gated
+            (``*DecoderLayer``)                                    MLP (``gate/up/down_proj``; SwiGLU, GeGLU)
+``phi3``    Phi3 (fused ``qkv_proj``, ``gate_up_proj``)            as ``llama``
+``neox``    GPT-NeoX (``GPTNeoXLayer``)                            LayerNorm pre-LN, partial RoPE, fused
+                                                                   head-interleaved ``query_key_value``,
+                                                                   parallel or sequential residual
+``bert``    BERT, RoBERTa (``BertLayer``, ``RobertaLayer``)         post-LN, ``attention.self.query/key/value``
+``vit``     ViT, DeiT 4.x (``attention.attention.query``) and       pre-LN LayerNorm, non-causal
             5.x (``attention.q_proj``)
-``gpt2``    GPT-2 (``GPT2Block``, ``Conv1D`` stored          pre-LN, fused ``c_attn``, causal
-            ``(in, out)``)
-``torch``   ``torch.nn.TransformerEncoderLayer``            either ``norm_first``, packed ``in_proj``
-==========  ==============================================  =============================================
+``gpt2``    GPT-2 (``GPT2Block``, ``Conv1D`` stored ``(in, out)``)  pre-LN, fused ``c_attn``, causal
+``torch``   ``torch.nn.TransformerEncoderLayer``                    either ``norm_first``, packed ``in_proj``
+==========  =====================================================  ========================================
 
-Every weight is returned in ``nn.Linear``'s layout ``(out, in)`` as a **view** of the module's parameter (a
-transposed ``Conv1D`` weight, a slice of a fused projection), so :func:`sigprop.reinitialise` writes through
-it. Names follow :class:`sigprop.BlockConfig`: ``w_q, w_k, w_v, w_o`` and biases, the MLP
-``W_2 (phi(W_1 x + b_1) [* (W_3 x + b_3)]) + b_2`` (``W_1`` is HF's ``gate_proj`` in a gated MLP, ``W_3`` its
-``up_proj``). The activation is recognised numerically against sigprop's own activations on ``[-6, 6]`` (class
-names differ between transformers versions), RoPE's base and rotated share from the config in either spelling
-(4.x ``rope_theta`` / ``rotary_pct``; 5.x ``rope_parameters``) and checked against the module's
-``inv_freq``. Conventions measured in transformers 4.44, 4.57 and 5.x (``tests/test_probe.py``).
+**A reading is a claim** (issue 32): every parameter of the block must be given a role (a projection, a
+normalisation's gain or bias) and every buffer a known one (rotary frequencies, a causal-mask buffer); a parameter
+left over (QK-norm's ``q_norm``, Gemma2's ``pre_feedforward_layernorm``, experts and routers, ...) or an attention
+option that changes the forward and is not modelled (logit soft-capping, clipped queries and keys) is refused,
+naming it. What is read is then proved by replay (``sigprop.models._replay``).
+
+Weights and normalisations are read as ``sigprop.models._parts`` says: views of the parameters in ``nn.Linear``'s
+``(out, in)`` layout; normalisations measured (kind, ``eps``, gain and bias); activations recognised numerically;
+RoPE base and share from the config, checked against ``inv_freq``. The model's own residual multipliers (Granite's
+``residual_multiplier``) are read as branch weights. Conventions measured in transformers 4.44, 4.57 and 5.x
+(``tests/test_probe.py``, ``tests/test_hf_registry.py``).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
 
 import torch
 from torch import nn
 
-from ..block import ACTIVATIONS
+from ._parts import (config_of, fused, get, linear, mha_views, read_norm, recognise_activation,
+                     rope_of, rows)
 
 __all__: list[str] = []
 
-#: role -> attribute path, per layout; a block matches the first layout whose paths all resolve.
+#: role -> attribute path, per layout; a block matches the layout whose paths all resolve.
 LAYOUTS = {
     "llama": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
                   w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
                   ln1="input_layernorm", ln2="post_attention_layernorm", attn="self_attn"),
+    "phi3": dict(qkv="self_attn.qkv_proj", o="self_attn.o_proj", w13="mlp.gate_up_proj", w2="mlp.down_proj",
+                 act="mlp.activation_fn", ln1="input_layernorm", ln2="post_attention_layernorm", attn="self_attn"),
     "neox": dict(qkv="attention.query_key_value", o="attention.dense", w1="mlp.dense_h_to_4h",
                  w2="mlp.dense_4h_to_h", act="mlp.act", ln1="input_layernorm", ln2="post_attention_layernorm",
                  attn="attention"),
@@ -64,41 +68,43 @@ LAYOUTS = {
                  ln2="ln_2", attn="attn"),
 }
 
-
-@dataclasses.dataclass(frozen=True)
-class View:
-    """A weight as a view of a parameter: ``fn(param)`` (a transpose, a slice of a fused projection). ``of(t)``
-    applies the same view to a tensor shaped like the parameter, e.g. its gradient."""
-
-    param: torch.Tensor
-    fn: Callable = lambda t: t
-
-    def get(self) -> torch.Tensor:
-        return self.fn(self.param)
-
-    def of(self, t: torch.Tensor) -> torch.Tensor:
-        return self.fn(t)
-
-
-def _view(param, fn=None):
-    return None if param is None else View(param, fn or (lambda t: t))
+#: Parts sigprop has no map for yet, by a word of their parameter's path: what a refusal calls them.
+UNMODELLED = (
+    (("q_norm", "k_norm", "q_layernorm", "k_layernorm", "query_layernorm", "key_layernorm"),
+     "QK-norm (queries and keys normalised before their product, as in Qwen3, Gemma3 and OLMo2)"),
+    (("pre_feedforward_layernorm", "post_feedforward_layernorm"),
+     "sandwich (Peri-LN) normalisations of each branch before it is added (Gemma2, Gemma3, OLMo2)"),
+    (("experts", "router", "shared_expert", "block_sparse_moe", "moe"), "a mixture of experts"),
+    (("relative_attention_bias", "rel_pos", "distance_embedding"), "relative-position logits"),
+)
+#: Attention or config options that change the block's forward and that no map here models.
+UNMODELLED_OPTIONS = (
+    ("attn_logit_softcapping", "logit soft-capping c tanh(logit / c)"),
+    ("clip_qkv", "queries, keys and values clipped to [-c, c]"),
+    ("alibi", "ALiBi position biases added to the logits"),
+    ("scale_attn_by_inverse_layer_idx", "a per-layer logit scale 1 / (layer + 1)"),
+)
+#: Buffers a block may hold, and what they are.
+BUFFERS = {"inv_freq": "rotary frequencies", "original_inv_freq": "rotary frequencies",
+           "bias": "a causal-mask buffer (GPT-2 4.x)", "masked_bias": "a mask value (GPT-2 4.x)"}
 
 
 @dataclasses.dataclass
 class BlockParts:
     """One block, read (module docstring). ``views`` maps ``w_q, w_k, w_v, w_o, w1, w2, w3`` and ``b_*`` to
     :class:`View` of the parameters ((out, in) layout; GPT-NeoX's ``w_q`` head-shaped ``(H, d_k, d)``; ``None``
-    where absent); :meth:`tensor` gives the view itself."""
+    where absent); :meth:`tensor` gives the view itself. ``norms``: the two normalisations, measured
+    (:class:`~sigprop.models._parts.NormPart`); ``branch``: the model's own multipliers of the attention and MLP
+    branches (1 unless it scales them, e.g. Granite's ``residual_multiplier``)."""
 
     layout: str
     attention: nn.Module
     views: dict
     norms: tuple
-    norm_kind: str          # "rms" | "layer"
-    eps: float
     heads: int
     kv_heads: int
     head_dim: int
+    value_dim: int
     scale: float
     activation: str
     norm: str               # "pre" | "post"
@@ -106,7 +112,7 @@ class BlockParts:
     causal: bool
     rope: tuple | None      # (theta, fraction, rope_type, inv_freq matches theta) or None
     window: int | None
-    relative_positions: bool = False
+    branch: tuple = (1.0, 1.0)
 
     def tensor(self, role):
         """The weight or bias ``role`` as a view of its parameter (None where absent)."""
@@ -130,127 +136,16 @@ class BlockParts:
     def gated(self) -> bool:
         return self.views.get("w3") is not None
 
+    @property
+    def norm_kind(self) -> str:
+        return self.norms[0].kind
 
-def get(module, path):
-    """``module.a.b.c`` for path ``"a.b.c"``, or None."""
-    for part in path.split("."):
-        module = getattr(module, part, None)
-        if module is None:
-            return None
-    return module
-
-
-def _transpose(t):
-    return t.T
+    @property
+    def eps(self) -> float:
+        return max(n.eps for n in self.norms)
 
 
-def _linear(m):
-    """-> (W, b) views in nn.Linear's (out, in) layout of an nn.Linear or HF Conv1D (stored (in, out))."""
-    if type(m).__name__ == "Conv1D":
-        return _view(m.weight, _transpose), _view(m.bias)
-    if not isinstance(m, nn.Linear):
-        raise ValueError(f"{type(m).__name__} is not an nn.Linear or Conv1D")
-    return _view(m.weight), _view(m.bias)
-
-
-def _slice(view, index):
-    """A view of rows ``index`` of ``view`` (None stays None)."""
-    if view is None:
-        return None
-    fn = view.fn
-    return View(view.param, lambda t: fn(t)[index])
-
-
-_RECOGNISED: dict = {}
-
-
-def recognise_activation(f, where) -> str:
-    """The :class:`~sigprop.BlockConfig` name of activation ``f`` (module or function), recognised numerically
-    against sigprop's activations in float64 on [-6, 6] (the erf and tanh GELUs differ by 4.7e-4 there);
-    remembered per parameter-free module class and options."""
-    key = None
-    if isinstance(f, nn.Module) and next(f.parameters(), None) is None:
-        key = (type(f), tuple(sorted((k, v) for k, v in vars(f).items()
-                                     if not k.startswith("_") and isinstance(v, (bool, int, float, str)))))
-        if key in _RECOGNISED:
-            return _RECOGNISED[key]
-    name = _recognise(f, where)
-    if key is not None:
-        _RECOGNISED[key] = name
-    return name
-
-
-def _recognise(f, where) -> str:
-    x = torch.linspace(-6, 6, 1201, dtype=torch.float64)
-    try:
-        with torch.no_grad():
-            y = f(x)
-    except Exception as e:  # a module that cannot run on a float64 vector
-        raise ValueError(f"the activation {f!r} of {where} could not be evaluated ({type(e).__name__}: {e})") from None
-    for name, act in ACTIVATIONS.items():
-        if isinstance(y, torch.Tensor) and y.shape == x.shape and float((y - act.forward(x)).abs().max()) < 1e-9:
-            return name
-    raise ValueError(f"the activation {f!r} of {where} is none of sigprop's {', '.join(ACTIVATIONS)}")
-
-
-def _norm(m, where):
-    name = type(m).__name__
-    if name.endswith("RMSNorm"):
-        kind = "rms"
-    elif isinstance(m, nn.LayerNorm) or name.endswith("LayerNorm"):
-        kind = "layer"
-    else:
-        raise ValueError(f"{where} is a {name}: neither a LayerNorm nor an RMSNorm")
-    eps = getattr(m, "variance_epsilon", getattr(m, "eps", None))
-    if eps is None:  # nn.RMSNorm(eps=None) uses the dtype's machine epsilon
-        eps = torch.finfo(m.weight.dtype).eps
-    return kind, float(eps)
-
-
-def _config(attn, block):
-    return getattr(attn, "config", None) or getattr(block, "config", None)
-
-
-def rope_of(attn, block, rotary, head_dim):
-    """-> (theta, fraction, rope_type, inv_freq agrees with theta) for a block with rotary embeddings, else None.
-    ``rotary`` is the model-level rotary module (4.57+, 5.x), or None (4.44: inside the attention)."""
-    inner = next((m for m in attn.modules() if type(m).__name__.endswith("RotaryEmbedding")), None)
-    module = rotary if rotary is not None else inner
-    if module is None:
-        return None
-    cfg = _config(attn, block)
-    params = dict(getattr(cfg, "rope_parameters", None) or {})
-    theta = params.get("rope_theta", getattr(cfg, "rope_theta", None) or getattr(cfg, "rotary_emb_base", None))
-    if theta is None:
-        theta = getattr(module, "base", None)
-    dims = getattr(attn, "rotary_ndims", None)
-    if dims is None:
-        frac = params.get("partial_rotary_factor", getattr(cfg, "partial_rotary_factor", None) or 1.0)
-        dims = int(head_dim * float(frac))
-    if dims == 0:   # GPT-NeoX with rotary_pct = 0: nothing is rotated
-        return None
-    rope_type = params.get("rope_type", (getattr(cfg, "rope_scaling", None) or {}).get("rope_type", "default"))
-    inv = getattr(module, "inv_freq", None)
-    matches = False
-    if theta is not None and inv is not None and inv.numel() == dims // 2:
-        want = float(theta) ** (-torch.arange(0, dims, 2, dtype=torch.float64) / dims)
-        matches = bool(torch.allclose(inv.detach().double().cpu(), want, rtol=1e-2 if inv.dtype in
-                                      (torch.float16, torch.bfloat16) else 1e-5))
-    if theta is None:
-        raise ValueError(f"{type(attn).__name__} rotates queries and keys but its RoPE base (rope_theta) could not be "
-                         "read from its config")
-    return float(theta), dims / head_dim, str(rope_type or "default"), matches
-
-
-def _window(attn, cfg):
-    if hasattr(attn, "sliding_window"):           # Qwen2 (per layer type)
-        return attn.sliding_window
-    if type(attn).__name__.startswith(("Mistral", "Mixtral")):
-        return getattr(cfg, "sliding_window", None)  # Mistral masks every layer when set
-    return None
-
-
-def _causal(attn, layout):
+def causal_of(attn, layout):
     if layout == "gpt2":
         return True
     for key in ("is_causal", "is_decoder"):
@@ -269,59 +164,28 @@ def _heads(attn, cfg):
     raise ValueError(f"the number of heads of {type(attn).__name__} could not be read")
 
 
-def mha_views(a):
-    """Query/key/value weight and bias views of an ``nn.MultiheadAttention`` (packed ``in_proj``), or None."""
-    if not a._qkv_same_embed_dim:
+def _kv_heads(attn, cfg, heads):
+    for owner, key in ((attn, "num_key_value_heads"), (cfg, "num_key_value_heads")):
+        v = getattr(owner, key, None)
+        if isinstance(v, int):
+            return v
+    g = getattr(attn, "num_key_value_groups", None)
+    return heads // g if isinstance(g, int) and g > 0 else heads
+
+
+def _window(attn, cfg):
+    """The sliding window of this block's attention: its own ``sliding_window`` (Qwen2, Qwen3, Gemma2/3: per layer
+    type), else the config's (Mistral, Phi3, Starcoder2 window every layer when it is set)."""
+    if hasattr(attn, "sliding_window"):
+        return attn.sliding_window
+    w = getattr(cfg, "sliding_window", None)
+    if w is not None and getattr(cfg, "use_sliding_window", True) is False:
         return None
-    d = a.embed_dim
-    W, b = _view(a.in_proj_weight), _view(a.in_proj_bias)
-    out = {}
-    for j, r in enumerate("qkv"):
-        out[f"w_{r}"], out[f"b_{r}"] = _slice(W, slice(j * d, (j + 1) * d)), _slice(b, slice(j * d, (j + 1) * d))
-    return out
-
-
-def _torch_parts(block):
-    a = block.self_attn
-    t = mha_views(a)
-    if t is None:
-        raise ValueError(f"{type(block).__name__}: nn.MultiheadAttention with separate q/k/v projection weights is not "
-                         "supported")
-    d, H = a.embed_dim, a.num_heads
-    t["w_o"], t["b_o"] = _linear(a.out_proj)
-    t["w1"], t["b1"] = _linear(block.linear1)
-    t["w2"], t["b2"] = _linear(block.linear2)
-    t["w3"] = t["b3"] = None
-    kind, eps = _norm(block.norm1, "norm1")
-    return BlockParts("torch", a, t, (block.norm1, block.norm2), kind, eps, H, H, d // H, (d // H) ** -0.5,
-                      recognise_activation(block.activation, type(block).__name__),
-                      "pre" if block.norm_first else "post", False, False, None, None)
-
-
-def _fused(layout, W, b, heads, attn):
-    """Query/key/value views of a fused projection: GPT-NeoX interleaves per head, GPT-2 concatenates."""
-    out_rows, d = W.get().shape
-    if layout == "neox":
-        hd = out_rows // (3 * heads)
-        fw, fb = W.fn, None if b is None else b.fn
-        views = {}
-        for j, r in enumerate("qkv"):
-            views[f"w_{r}"] = View(W.param, lambda t, j=j: fw(t).view(heads, 3, hd, d)[:, j])
-            views[f"b_{r}"] = None if b is None else View(b.param, lambda t, j=j: fb(t).view(heads, 3, hd)[:, j])
-        return views
-    if getattr(attn, "is_cross_attention", False):
-        raise ValueError(f"{type(attn).__name__} is a cross-attention")
-    E = out_rows // 3
-    views = {}
-    for j, r in enumerate("qkv"):
-        views[f"w_{r}"], views[f"b_{r}"] = _slice(W, slice(j * E, (j + 1) * E)), _slice(b, slice(j * E, (j + 1) * E))
-    return views
+    return w
 
 
 def _scale(attn, layout, head_dim):
     if layout == "gpt2":
-        if getattr(attn, "scale_attn_by_inverse_layer_idx", False):
-            raise ValueError("GPT-2 with scale_attn_by_inverse_layer_idx=True has a per-layer logit scale; not supported")
         return head_dim ** -0.5 if attn.scale_attn_weights else 1.0
     s = getattr(attn, "scaling", None)
     if isinstance(s, (int, float)):
@@ -333,48 +197,149 @@ def _scale(attn, layout, head_dim):
     return head_dim ** -0.5
 
 
-def describe_block(block: nn.Module, rotary: nn.Module | None = None) -> BlockParts:
-    """Read one block's parts (module docstring); ``rotary`` is the model-level rotary-embedding module, if any.
-    Raises a ValueError naming the block's class when it matches no layout."""
-    if isinstance(block, nn.TransformerEncoderLayer):
-        return _torch_parts(block)
+def _torch_parts(block):
+    a = block.self_attn
+    t = mha_views(a)
+    if t is None:
+        raise ValueError(f"{type(block).__name__}: nn.MultiheadAttention with separate q/k/v projection weights is not "
+                         "supported")
+    d, H = a.embed_dim, a.num_heads
+    t["w_o"], t["b_o"] = linear(a.out_proj)
+    t["w1"], t["b1"] = linear(block.linear1)
+    t["w2"], t["b2"] = linear(block.linear2)
+    t["w3"] = t["b3"] = None
+    name = type(block).__name__
+    norms = (read_norm(block.norm1, d, f"{name}.norm1"), read_norm(block.norm2, d, f"{name}.norm2"))
+    return BlockParts("torch", a, t, norms, H, H, d // H, d // H, (d // H) ** -0.5,
+                      recognise_activation(block.activation, name), "pre" if block.norm_first else "post", False,
+                      False, None, None)
+
+
+def match(block):
+    """-> (layout, modules by role) of the layout whose paths all resolve; else a refusal naming what is missing."""
+    best = None
     for layout, roles in LAYOUTS.items():
         mods = {r: get(block, p) for r, p in roles.items() if r != "act"}
         if all(m is not None for m in mods.values()):
-            break
-    else:
-        raise ValueError(f"{type(block).__name__} matches none of the block layouts sigprop reads (Llama/Qwen2/Mistral, "
-                         "GPT-NeoX, BERT/RoBERTa, ViT, GPT-2, nn.TransformerEncoderLayer): read it with blocks= and an "
-                         "adapter for probe; read_init needs one of these layouts")
+            return layout, mods
+        found = sum(m is not None for m in mods.values())
+        if best is None or found > best[0]:
+            best = (found, layout, [roles[r] for r, m in mods.items() if m is None])
+    name = type(block).__name__
+    hint = _hint([n for n, _ in block.named_parameters()])
+    raise ValueError(f"{name} matches none of the block layouts sigprop reads (Llama-like, Phi3, GPT-NeoX, BERT, ViT, "
+                     f"GPT-2, nn.TransformerEncoderLayer); nearest: {best[1]!r}, missing {', '.join(best[2])}"
+                     + (f"; it has {hint}" if hint else "") + ". probe runs it (the model's own forward); read_init "
+                     "needs a layout")
+
+
+def _hint(names) -> str:
+    found = [what for words, what in UNMODELLED if any(w in n.split(".") or any(p.startswith(w) for p in n.split("."))
+                                                          for n in names for w in words)]
+    return "; ".join(dict.fromkeys(found))
+
+
+def _attention_views(layout, mods, attn, H, cfg):
+    if "qkv" in mods:
+        W, b = linear(mods["qkv"])
+        if layout == "phi3":   # concatenated q | k | v with grouped key/value heads
+            hd = attn.head_dim
+            G = _kv_heads(attn, cfg, H)
+            cuts = [0, H * hd, (H + G) * hd, (H + 2 * G) * hd]
+            return {f"{k}_{r}": rows(v, slice(cuts[j], cuts[j + 1])) for j, r in enumerate("qkv")
+                    for k, v in (("w", W), ("b", b))}
+        if getattr(attn, "is_cross_attention", False):
+            raise ValueError(f"{type(attn).__name__} is a cross-attention")
+        return fused(layout, W, b, H)
+    t = {}
+    for r in "qkv":
+        t[f"w_{r}"], t[f"b_{r}"] = linear(mods[r])
+    return t
+
+
+def _mlp_views(mods, t):
+    t["w_o"], t["b_o"] = linear(mods["o"])
+    t["w2"], t["b2"] = linear(mods["w2"])
+    if "w13" in mods:      # Phi3: gate | up in one projection
+        W, b = linear(mods["w13"])
+        f = W.get().shape[0] // 2
+        t["w1"], t["w3"] = rows(W, slice(0, f)), rows(W, slice(f, 2 * f))
+        t["b1"], t["b3"] = rows(b, slice(0, f)), rows(b, slice(f, 2 * f))
+        return t
+    t["w1"], t["b1"] = linear(mods["w1"])
+    t["w3"], t["b3"] = linear(mods["w3"]) if "w3" in mods else (None, None)
+    return t
+
+
+def describe_block(block: nn.Module, rotary: nn.Module | None = None) -> BlockParts:
+    """Read one block's parts (module docstring); ``rotary`` is the model-level rotary-embedding module, if any.
+    Raises a ValueError naming what it cannot read: the block's class when it matches no layout, a parameter
+    without a role, an option that changes the forward."""
+    if isinstance(block, nn.TransformerEncoderLayer):
+        parts = _torch_parts(block)
+        account(block, parts)
+        return parts
+    layout, mods = match(block)
+    roles = LAYOUTS[layout]
     layout = "vit" if layout == "vit5" else layout
     attn = mods["attn"]
-    cfg = _config(attn, block)
+    cfg = config_of(attn, block)
+    _refuse_options(block, attn, cfg)
     H = _heads(attn, cfg)
-    if "qkv" in mods:
-        t = _fused(layout, *_linear(mods["qkv"]), H, attn)
-    else:
-        t = {}
-        for r in "qkv":
-            t[f"w_{r}"], t[f"b_{r}"] = _linear(mods[r])
-    t["w_o"], t["b_o"] = _linear(mods["o"])
-    t["w1"], t["b1"] = _linear(mods["w1"])
-    t["w2"], t["b2"] = _linear(mods["w2"])
-    t["w3"], t["b3"] = _linear(mods["w3"]) if "w3" in mods else (None, None)
+    t = _mlp_views(mods, _attention_views(layout, mods, attn, H, cfg))
     q_rows = math.prod(t["w_q"].get().shape[:-1])
     hd = next((v for v in (getattr(attn, k, None) for k in ("head_dim", "head_size", "attention_head_size"))
                if isinstance(v, int)), q_rows // H)
     kv = math.prod(t["w_k"].get().shape[:-1]) // hd
+    d = t["w_q"].get().shape[-1]
+    name = type(block).__name__
+    norms = tuple(read_norm(mods[n], d, f"{name}.{roles[n]}") for n in ("ln1", "ln2"))
+    if norms[0].center != norms[1].center:
+        raise ValueError(f"{name} mixes a LayerNorm and an RMSNorm ({roles['ln1']}, {roles['ln2']})")
     act = get(block, roles["act"])
-    kinds = [_norm(mods[n], f"{type(block).__name__}.{roles[n]}") for n in ("ln1", "ln2")]
-    if kinds[0][0] != kinds[1][0]:
-        raise ValueError(f"{type(block).__name__} mixes LayerNorm and RMSNorm")
-    rope = rope_of(attn, block, rotary, hd) if layout in ("llama", "neox") else None
-    return BlockParts(
-        layout, attn, t, (mods["ln1"], mods["ln2"]), kinds[0][0], max(kinds[0][1], kinds[1][1]), q_rows // hd, kv, hd,
-        _scale(attn, layout, hd), recognise_activation(act, f"{type(block).__name__}.{roles['act']}"),
+    if act is None and layout == "llama":   # OLMo, Granite name it act_fn too; some store a string
+        act = getattr(mods["w2"], "act_fn", None)
+    rope = rope_of(attn, block, rotary, hd) if layout in ("llama", "phi3", "neox") else None
+    mult = getattr(block, "residual_multiplier", 1.0)
+    parts = BlockParts(
+        layout, attn, t, norms, q_rows // hd, kv, hd, math.prod(t["w_v"].get().shape[:-1]) // kv,
+        _scale(attn, layout, hd), recognise_activation(act, f"{name}.{roles['act']}"),
         "post" if layout == "bert" else "pre", bool(getattr(block, "use_parallel_residual", False)),
-        _causal(attn, layout), rope, _window(attn, cfg),
-        relative_positions=getattr(attn, "position_embedding_type", "absolute") not in ("absolute", None))
+        causal_of(attn, layout), rope, _window(attn, cfg), (float(mult), float(mult)))
+    account(block, parts)
+    return parts
+
+
+def _refuse_options(block, attn, cfg):
+    name = type(block).__name__
+    for key, what in UNMODELLED_OPTIONS:
+        for owner in (attn, cfg):
+            v = getattr(owner, key, None)
+            if v is not None and v is not False and not (isinstance(v, (int, float)) and v == 0):
+                raise ValueError(f"{name}: {what} ({type(owner).__name__}.{key} = {v!r}) is not modelled by sigprop's "
+                                 "block: not read")
+    pos = getattr(attn, "position_embedding_type", None) or getattr(cfg, "position_embedding_type", None)
+    if pos not in (None, "absolute", "rope", "rotary"):
+        raise ValueError(f"{name}: relative-position logits (position_embedding_type = {pos!r}) are not modelled by "
+                         "sigprop's block: not read")
+
+
+def account(block, parts: BlockParts) -> None:
+    """Every parameter of ``block`` has a role in ``parts`` and every buffer is a known one; else refuse, naming
+    them (module docstring)."""
+    claimed = {id(v.param) for v in parts.views.values() if v is not None}
+    claimed |= {id(p) for n in parts.norms for p in n.params()}
+    left = [n for n, p in block.named_parameters() if id(p) not in claimed]
+    name = type(block).__name__
+    if left:
+        hint = _hint(left)
+        shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
+        raise ValueError(f"{name} has parameters sigprop's reading gives no role: {shown}"
+                         + (f" ({hint}: not modelled)" if hint else "") + ". Not read: a prediction without them "
+                         "would be for another model")
+    odd = [n for n, _ in block.named_buffers() if n.split(".")[-1] not in BUFFERS]
+    if odd:
+        raise ValueError(f"{name} has buffers sigprop does not know: {', '.join(odd[:6])}. Not read")
 
 
 def attention_views(attn) -> dict | None:
@@ -387,10 +352,10 @@ def attention_views(attn) -> dict | None:
         if all(isinstance(m, nn.Linear) for m in mods):
             out = {}
             for r, m in zip("qkv", mods):
-                out[f"w_{r}"], out[f"b_{r}"] = _linear(m)
+                out[f"w_{r}"], out[f"b_{r}"] = linear(m)
             return out
     for name, layout in (("c_attn", "gpt2"), ("query_key_value", "neox")):
         m = getattr(attn, name, None)
         if m is not None and (isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"):
-            return _fused(layout, *_linear(m), _heads(attn, _config(attn, attn)), attn)
+            return fused(layout, *linear(m), _heads(attn, config_of(attn, attn)))
     return None

@@ -30,7 +30,7 @@ from ..stats._estimate import Estimate, estimate
 from ..stats._validate import check_int, check_real
 from ._adapter import adapter_for
 from ._probe import ProbeResult, _width, probe
-from ._real import reinitialise
+from ._reinit import reinitialise
 
 __all__ = ["mc_model_cosine", "at_width"]
 

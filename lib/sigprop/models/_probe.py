@@ -50,8 +50,9 @@ from torch import nn
 from ..stats._config import threads_for, widest_float
 from ..stats._measures import attention_entropy, attention_ipr, cosine_matrix
 from ..stats._validate import check_flag, check_tensor
-from ._adapter import BlockAdapter, BlockCall, adapter_for, eager_attention
-from ._families import attention_views, describe_block
+from ._adapter import BlockAdapter, BlockCall, adapter_for, eager_attention, masks
+from ._drive import drive, model_configs, own_forward
+from ._families import attention_views
 
 __all__ = ["probe", "ProbeResult"]
 
@@ -103,21 +104,6 @@ class ProbeResult:
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-def masks(B, T, *, causal, window, key_mask, dtype, device):
-    """-> allowed (B|1, 1, T, T) bool and the additive float mask with ``finfo.min`` where not allowed."""
-    i = torch.arange(T, device=device)
-    allowed = torch.ones(T, T, dtype=torch.bool, device=device)
-    if causal:
-        allowed &= i[None, :] <= i[:, None]
-    if window is not None:
-        allowed &= i[None, :] > i[:, None] - window  # HF's sliding_window_overlay: key s > t - window
-    allowed = allowed[None, None]
-    if key_mask is not None:
-        allowed = allowed & key_mask[:, None, None, :]
-    additive = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
-    return allowed, additive
-
-
 def _attention_stats(w, B, T, name):
     """Weights (B, H, T, T) of one block -> ((IPR rows, entropy rows) each (B, T) in the measure dtype, None), or
     (None, why not). Rows are averaged over heads at once, so no (L, B, H, T, T) stack is ever held."""
@@ -142,8 +128,36 @@ def _runnable(block, work):
     return copy.deepcopy(block).to(work)
 
 
+def _checked(out, h, name):
+    if not isinstance(out, torch.Tensor) or out.shape != h.shape:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"block {name} must return hidden states of shape {tuple(h.shape)}; got {got}")
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"block {name} produced NaN or inf hidden states")
+    return out
+
+
+def _weights_hook(adapter, block, weights, store):
+    """-> (hook handle or None, why not) for reading ``block``'s attention weights into ``store``."""
+    attn, why = adapter.attention_of(block) if weights else (None, "not requested (weights=False)")
+    if attn is None:
+        return None, why
+    return attn.register_forward_hook(lambda m, a, k, o: store.append(adapter.read_weights(m, a, k, o)),
+                                      with_kwargs=True), None
+
+
+def _stats(store, why, B, T, name):
+    if why is None and len(store) != 1:
+        why = (f"its attention module ran {len(store)} times, expected once"
+               + (" (a fused fast path skipped it)" if not store else ""))
+    if why is not None:
+        return None, why if why.startswith("block") else f"block {name}: {why}"
+    return _attention_stats(store[0], B, T, name)
+
+
 def _apply(adapter, h, key_mask, names, *, weights):
-    """Run the blocks on ``h`` (grad mode set by the caller) -> (states, per-block stats or why-not, modules run)."""
+    """Run the blocks on ``h`` one call each, through the adapter (grad mode set by the caller) -> (states,
+    per-block stats or why-not, modules run)."""
     B, T, _ = h.shape
     pos = torch.arange(T, device=h.device)[None].expand(B, T)
     states, stats, ran = [h], [], []
@@ -153,31 +167,52 @@ def _apply(adapter, h, key_mask, names, *, weights):
                                   dtype=h.dtype, device=h.device)
         ctx = BlockCall(additive, allowed, pos, None if adapter.rotary is None else adapter.rotary(states[-1], pos),
                         weights, adapter.causal, key_mask)
-        attn, why = adapter.attention_of(run) if weights else (None, "not requested (weights=False)")
-        store, handle = [], None
-        if attn is not None:
-            handle = attn.register_forward_hook(
-                lambda m, a, k, o: store.append(adapter.read_weights(m, a, k, o)), with_kwargs=True)
+        store = []
+        handle, why = _weights_hook(adapter, run, weights, store)
         try:
             out = adapter.run(run, states[-1], ctx)
         finally:
             if handle is not None:
                 handle.remove()
-        if not isinstance(out, torch.Tensor) or out.shape != h.shape:
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"block {names[i]} must return hidden states of shape {tuple(h.shape)}; got {got}")
-        if not bool(torch.isfinite(out).all()):
-            raise ValueError(f"block {names[i]} produced NaN or inf hidden states")
-        if why is None and len(store) != 1:
-            why = (f"block {names[i]}: its attention module ran {len(store)} times, expected once"
-                   + (" (a fused fast path skipped it)" if not store else ""))
-        if why is not None:
-            stats.append((None, why if why.startswith("block") else f"block {names[i]}: {why}"))
-        else:
-            stats.append(_attention_stats(store[0], B, T, names[i]))
-        states.append(out)
+        states.append(_checked(out, h, names[i]))
+        stats.append(_stats(store, why, B, T, names[i]))
         ran.append(run)
     return states, stats, ran
+
+
+def _apply_driven(model, adapter, h, key_mask, names, *, weights):
+    """The same through the model's own forward (``sigprop.models._drive``): its masks, positions and per-layer
+    arguments; a half-precision model runs as a float32 copy."""
+    B, T, _ = h.shape
+    blocks = adapter.blocks
+    if next(model.parameters()).dtype in HALF:
+        where = {id(m): n for n, m in model.named_modules()}
+        model = copy.deepcopy(model).float()
+        copies = dict(model.named_modules())
+        blocks = [copies[where[id(b)]] for b in blocks]
+    stores = [[] for _ in blocks]
+    hooked = [_weights_hook(adapter, b, weights, s) for b, s in zip(blocks, stores)]
+    states = [h] + [None] * len(blocks)
+
+    def keep(i, args, kwargs, out):
+        states[i + 1] = _checked(out, h, names[i])
+
+    try:
+        with eager_attention(model_configs(model) if weights else ()):
+            drive(model, blocks, h, key_mask=key_mask, on_block=keep)
+    except (IndexError, RuntimeError) as e:
+        cfg = getattr(model, "config", None)
+        n = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+        raise ValueError(f"{type(model).__name__}'s own forward failed at T = {T} tokens ({type(e).__name__}: {e})"
+                         + (f"; T may exceed its {n} positions: build it with more" if n and T > n else "")) from e
+    finally:
+        for handle, _ in hooked:
+            if handle is not None:
+                handle.remove()
+    stats = [_stats(s, why, B, T, names[i]) for i, (s, (_, why)) in enumerate(zip(stores, hooked))]
+    return states, stats, blocks
+
+
 
 
 def qkv_views(adapter, blocks):
@@ -217,12 +252,15 @@ def _geometry(h, m):
 
 
 def _width(adapter, block):
-    """The hidden size a block expects, or None if it cannot be told."""
-    try:
-        return describe_block(block).d
-    except ValueError:
-        attn, _ = adapter.attention_of(block)
-        return attn.embed_dim if isinstance(attn, nn.MultiheadAttention) else None
+    """The hidden size a block expects (the input width of its query projection), or None if it cannot be told."""
+    attn, _ = adapter.attention_of(block)
+    if isinstance(attn, nn.MultiheadAttention):
+        return attn.embed_dim
+    first = next((c for c in (attn.children() if attn is not None else ())
+                  if isinstance(c, nn.Linear) or type(c).__name__ == "Conv1D"), None)
+    if first is None:
+        return None
+    return int(first.weight.shape[0] if type(first).__name__ == "Conv1D" else first.weight.shape[1])
 
 
 def _key_mask(attention_mask, adapter, B, T, unbatched, device):
@@ -349,7 +387,11 @@ def probe(model: nn.Module, x: torch.Tensor, *, blocks=None, adapter: BlockAdapt
             m.training = False
         with eager_attention(ad.eager if weights else ()), torch.set_grad_enabled(grads), \
                 threads_for(B * T * h.shape[-1] ** 2):
-            states, stats, ran = _apply(ad, h.float() if h.dtype in HALF else h, key_mask, names, weights=weights)
+            work = h.float() if h.dtype in HALF else h
+            if own_forward(model, ad):
+                states, stats, ran = _apply_driven(model, ad, work, key_mask, names, weights=weights)
+            else:
+                states, stats, ran = _apply(ad, work, key_mask, names, weights=weights)
             if grads:
                 views = qkv_views(ad, ran)
                 if views is None:
