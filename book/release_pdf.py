@@ -15,8 +15,15 @@ websocket library) so that printing waits for what matters instead of a fixed de
 3. what the web book folds is opened (solutions, proofs: paper cannot be clicked; code cells hidden with
    ``hide-input`` and the details in the ledger's table cells stay folded), print styles make long code lines and wide
    tables wrap instead of being cut (:data:`PRINT_CSS`), a displayed formula wider than the printed column is
-   set smaller until it fits (:data:`FIT_FORMULAS`; the web book scrolls it), then the page is printed on A4
-   with page numbers.
+   set smaller until it fits (:data:`FIT_FORMULAS`; the web book scrolls it);
+4. a book is navigated by its contents (:data:`CONTENTS`): a numbered contents is put before the first page --
+   the parts, each chapter and each of its pages, with the numbers the book gives them -- every chapter starts on a
+   new page, and the PDF gets bookmarks from the same headings (Chromium's document outline: chapters, their pages
+   and their sections, nested). The contents' page numbers come from the PDF itself: the page is printed once, the
+   page of every contents entry is read from the PDF's named destinations (:func:`destination_pages`; Chromium
+   names one after every id a link points to), the numbers are written in, and the page is printed again, until two
+   prints agree (they do at the second: the numbers take room reserved in the first);
+5. the page is printed on A4 with page numbers.
 
 ``check`` (what the page held when it was printed) is returned for the caller to report.
 """
@@ -28,6 +35,7 @@ import fcntl
 import json
 import os
 import pathlib
+import re
 import select
 import shutil
 import subprocess
@@ -47,7 +55,66 @@ PRINT_CSS = """@media print {
   td, th { overflow-wrap: break-word; }
   table, div.highlight, div[class*=highlight-] { break-inside: auto !important; }
   .sp-scroll-hint, details.above-input { display: none !important; }
-}"""
+  /* a book: the contents on pages of its own, every chapter (a document whose title is a second-level heading in
+     the single page) on a new page, headings kept with what follows them */
+  #sp-contents { break-after: page; }
+  span[id^="document-"] + section:has(> h2) { break-before: page; }
+  h1, h2, h3, h4 { break-after: avoid; }
+  table.sp-claims { table-layout: fixed; width: 100% !important; }
+  table.sp-claims td { overflow-wrap: anywhere; }
+}
+#sp-contents { font-size: 0.95em; }
+#sp-contents .sp-toc-title { font-size: 1.6em; margin: 0 0 0.8em; }
+#sp-contents .sp-toc-part { font-weight: bold; margin: 0.9em 0 0.2em; text-transform: uppercase; font-size: 0.85em;
+                            letter-spacing: 0.04em; }
+#sp-contents .sp-toc { display: flex; gap: 0.6em; break-inside: avoid; }
+#sp-contents .sp-toc a { flex: 1; color: inherit; text-decoration: none; }
+#sp-contents .sp-toc-h2 { margin-top: 0.35em; font-weight: 600; }
+#sp-contents .sp-toc-h3 { padding-left: 1.6em; }
+#sp-contents .sp-toc-page { min-width: 2.5em; text-align: right; font-variant-numeric: tabular-nums; }"""
+
+#: run before printing: the contents (parts, chapters and their pages, in the order and with the numbers of the
+#: single page) as a nav before the first heading; each entry names the id its page number is read from
+CONTENTS = r"""
+(() => {
+  const wrappers = [...document.querySelectorAll("div.toctree-wrapper")]
+    .filter(w => !w.parentElement.closest("div.toctree-wrapper"));
+  const parts = [...document.querySelectorAll("nav.bd-docs-nav p.caption")].map(p => p.textContent.trim());
+  const title = h => [...h.childNodes].filter(n => !(n.classList && n.classList.contains("headerlink")))
+    .map(n => n.textContent).join("").trim();
+  const entries = [];
+  const first = document.querySelector("main article h1, article h1, h1");
+  const root = first && first.closest("section");
+  if (root && root.id) entries.push({level: "h2", id: root.id, title: title(first)});   // the introduction
+  wrappers.forEach((w, k) => {
+    if (parts.length === wrappers.length) entries.push({part: parts[k]});
+    w.querySelectorAll('span[id^="document-"] + section').forEach(s => {
+      const h = s.querySelector(":scope > h2, :scope > h3");
+      if (h && s.id) entries.push({level: h.tagName.toLowerCase(), id: s.id, title: title(h)});
+    });
+  });
+  if (!entries.length) return 0;
+  const nav = document.createElement("nav");
+  nav.id = "sp-contents";
+  nav.innerHTML = '<p class="sp-toc-title">Contents</p>';
+  for (const e of entries) {
+    const div = document.createElement("div");
+    if (e.part) { div.className = "sp-toc-part"; div.textContent = e.part; nav.append(div); continue; }
+    div.className = "sp-toc sp-toc-" + e.level;
+    const a = Object.assign(document.createElement("a"), {href: "#" + e.id, textContent: e.title});
+    const page = Object.assign(document.createElement("span"), {className: "sp-toc-page", textContent: "000"});
+    page.dataset.id = e.id;
+    div.append(a, page);
+    nav.append(div);
+  }
+  const anchor = root || first;
+  anchor.parentElement.insertBefore(nav, anchor);
+  return entries.filter(e => !e.part).length;
+})()
+"""
+
+#: the ids whose pages the contents shows
+CONTENTS_IDS = "[...document.querySelectorAll('#sp-contents .sp-toc-page')].map(s => s.dataset.id)"
 
 #: run in the page before printing: wait for images and MathJax, open what is folded, report
 PREPARE = r"""
@@ -229,11 +296,71 @@ def open_page(page: pathlib.Path, *, timeout: float = 600, exe: str | None = Non
             cdp.close()
 
 
+def _objects(pdf: bytes) -> dict[int, bytes]:
+    """The indirect objects of a PDF as Chromium (Skia) writes them: ``N 0 obj ... endobj``, uncompressed
+    dictionaries (streams are skipped over by their ``/Length``, never parsed)."""
+    objects, pos = {}, 0
+    pattern = re.compile(rb"(?:^|[\r\n])(\d+) 0 obj\b")
+    while True:
+        m = pattern.search(pdf, pos)
+        if not m:
+            return objects
+        start = m.end()
+        stream = pdf.find(b"stream", start)
+        end = pdf.find(b"endobj", start)
+        if 0 <= stream < end:                                  # skip the stream by its length: it may hold "endobj"
+            length = re.search(rb"/Length (\d+)", pdf[start:stream])
+            if length:
+                end = pdf.find(b"endobj", stream + int(length.group(1)))
+        objects[int(m.group(1))] = pdf[start:end]
+        pos = end + len(b"endobj")
+
+
+def _name(raw: bytes) -> str:
+    return re.sub(rb"#([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), raw).decode("utf-8", "replace")
+
+
+def destination_pages(pdf: bytes) -> dict[str, int]:
+    """``{named destination: page number (1-based)}`` of a PDF printed by Chromium, and ``""``: the number of pages.
+    Read from the catalog's ``/Dests`` dictionary (name -> ``[page 0 R /XYZ x y z]``) and the page tree's order. Raises :class:`PrintError` when the
+    PDF has none of it (another writer, or no link in the page)."""
+    objs = _objects(pdf)
+    catalog = next((o for o in objs.values() if re.search(rb"/Type\s*/Catalog\b", o)), None)
+    dests = catalog and re.search(rb"/Dests (\d+) 0 R", catalog)
+    pages = catalog and re.search(rb"/Pages (\d+) 0 R", catalog)
+    if not (dests and pages):
+        raise PrintError("the printed PDF has no named destinations or no page tree: no page numbers for the contents")
+
+    def leaves(n: int) -> list[int]:
+        kids = re.search(rb"/Kids\s*\[([^\]]*)\]", objs.get(n, b""))
+        if not kids:
+            return [n]
+        return [leaf for k in re.findall(rb"(\d+) 0 R", kids.group(1)) for leaf in leaves(int(k))]
+
+    order = {obj: k + 1 for k, obj in enumerate(leaves(int(pages.group(1))))}
+    if not order:
+        raise PrintError("the printed PDF's page tree is empty")
+    table = objs[int(dests.group(1))]
+    found = re.findall(rb"/((?:[^\s/\[\]<>()#%]|#[0-9A-Fa-f]{2})+)\s*\[\s*(\d+) 0 R", table)
+    out = {_name(name): order[int(obj)] for name, obj in found if int(obj) in order}
+    out[""] = len(order)                                    # the page count, under a name no id can have
+    return out
+
+
+def _print(tab: Page, header: str) -> bytes:
+    pdf = tab.send("Page.printToPDF", {**PAPER, "printBackground": True, "displayHeaderFooter": True,
+                                       "headerTemplate": header, "footerTemplate": FOOTER,
+                                       "generateDocumentOutline": True, "generateTaggedPDF": True})
+    return base64.b64decode(pdf["data"])
+
+
 def print_pdf(page: pathlib.Path, out: pathlib.Path, *, title: str = "", timeout: float = 600,
               exe: str | None = None) -> dict:
-    """Print ``page`` (an HTML file) to ``out``; returns what the page held (formulas, images) when printed.
+    """Print ``page`` (an HTML file) to ``out``; returns what the page held (formulas, images) when printed, and
+    ``contents``: the number of contents entries, each with its page.
 
-    Raises :class:`PrintError` when an image is broken, MathJax reports an error or a formula stayed TeX.
+    Raises :class:`PrintError` when an image is broken, MathJax reports an error, a formula stayed TeX, or the
+    contents' page numbers do not settle.
     """
     with open_page(page, timeout=timeout, exe=exe) as tab:
         # lay the page out as it will be printed (print styles, the column's printed width) to measure it
@@ -250,7 +377,23 @@ def print_pdf(page: pathlib.Path, out: pathlib.Path, *, title: str = "", timeout
             raise PrintError(f"{page}: " + "; ".join(problems[:20]) + (" ..." if len(problems) > 20 else ""))
         header = (f'<div style="font-size:8px;width:100%;text-align:center;color:#555">{title}</div>'
                   if title else "<span></span>")
-        pdf = tab.send("Page.printToPDF", {**PAPER, "printBackground": True, "displayHeaderFooter": True,
-                                           "headerTemplate": header, "footerTemplate": FOOTER})
-    pathlib.Path(out).write_bytes(base64.b64decode(pdf["data"]))
+        check["contents"] = tab.evaluate(CONTENTS)
+        ids = tab.evaluate(CONTENTS_IDS)
+        pdf, shown = _print(tab, header), None
+        for _ in range(3 if ids else 0):        # until the numbers written in are the pages the print gives
+            pages = destination_pages(pdf)
+            missing = [i for i in ids if i not in pages]
+            if missing:
+                raise PrintError(f"{page}: no destination in the PDF for contents entries {missing[:10]}")
+            now = {i: pages[i] for i in ids}
+            if now == shown:
+                break
+            tab.evaluate("(pages => document.querySelectorAll('#sp-contents .sp-toc-page').forEach("
+                         "s => { s.textContent = pages[s.dataset.id]; }))(" + json.dumps(now) + ")")
+            pdf, shown = _print(tab, header), now
+        else:
+            if ids:
+                raise PrintError(f"{page}: the contents' page numbers did not settle in three prints")
+        check["pages"] = len(re.findall(rb"/Type\s*/Page\b", pdf))
+    pathlib.Path(out).write_bytes(pdf)
     return check
