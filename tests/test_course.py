@@ -154,7 +154,8 @@ def test_compare_depth_names_its_results_and_tests_both_maps():
     gap = (c.mc.samples[:, 1:].double() - torch.as_tensor(c.finite[1:])).mean(1)
     assert float(c.gap.mean) == pytest.approx(float(gap.mean()))
     row = c.row()
-    assert row["finite-T map: curve test"] == sp.course.verdict(c.test)
+    assert row["finite-T map: curve test"] == sp.course.verdict(c.test, short=True)
+    assert row["T -> inf map: curve test"] == sp.course.verdict(c.test_limit, short=True)
     assert float(c.last.mean) == pytest.approx(float(c.mc.mean[-1]))
 
 
@@ -342,3 +343,21 @@ def test_no_page_helper_is_a_private_name_of_another_module():
     assert not [n for m in MODULES for n in getattr(importlib.import_module(f"sigprop.course.{m}"), "__course__", ())
                 if n.startswith("_")]
     assert _tables.LEVEL is sp.course.LEVEL
+
+
+def test_curve_power_rejects_a_large_offset_and_keeps_the_level_without_one():
+    g = torch.Generator().manual_seed(3)
+    rows = torch.randn(13, 6, generator=g, dtype=torch.float64).cumsum(1) * 0.1      # correlated points
+    theory = rows.mean(0).numpy()
+    shift = sp.course.offset_alternative(rows, size=2.0, start=0.5)
+    se = rows.std(0).numpy() / np.sqrt(13)
+    np.testing.assert_allclose(shift, np.r_[np.zeros(3), 2 * se[3:]])              # 2 SE on the last half only
+    big = sp.course.curve_power(rows, theory, size=30.0, repeats=10, generator=0)
+    none = sp.course.curve_power(rows, theory, size=1e-9, repeats=20, generator=0)
+    assert float(big.mean) == 1.0 and float(none.mean) <= 0.1 and big.n == 10
+    more = sp.course.curve_power(rows, theory, size=3.0, n=40, repeats=10, generator=0)   # the same offset, more rows
+    assert float(more.mean) >= float(sp.course.curve_power(rows, theory, size=3.0, repeats=10, generator=0).mean)
+    with pytest.raises(ValueError, match="at least 13"):
+        sp.course.curve_power(rows, theory, n=12)
+    with pytest.raises(ValueError, match="one value per point"):
+        sp.course.curve_power(rows, theory[:3])

@@ -11,6 +11,7 @@ each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal)
 * ``_records``: readers of the committed records a page replays (finite-size ladders, training runs);
 * ``_typeset``: plain-text formulas of code and records typeset for a page (``alpha_SA``, ``T -> inf``, ``+-``);
 * ``_numbered``: a computed table numbered by chapter and captioned (``table``, ``Table``), no index column;
+* ``_power``: the curve test's power against a stated offset, by simulation (``curve_power``);
 * ``_ledger``: the claims ledger's table, summary and provenance line, the same on every page;
 * ``_plots``: figure helpers shared by pages (trainability diagrams, training curves);
 * ``_layers``: small Monte Carlo helpers used only by the synthesis pages;
@@ -34,6 +35,7 @@ from ._records import (
 )
 from ._typeset import typeset as typeset
 from ._numbered import Table as Table, table as table
+from ._power import curve_power as curve_power, offset_alternative as offset_alternative
 from ._ledger import (
     ledger_provenance as ledger_provenance, ledger_summary as ledger_summary, ledger_table as ledger_table,
 )

@@ -18,7 +18,7 @@ from ..block import BlockConfig, iterate_block_map
 from ..block._depth import mc_cosine_vs_depth   # not yet in block's interface (requested)
 from ..stats._agreement import CurveAgreement
 from ..stats._estimate import Estimate, estimate
-from ._tables import depth_test, pm, pvalue, verdict
+from ._tables import depth_test, pm, verdict
 
 __all__: list[str] = []
 __theory__: list[str] = []
@@ -59,7 +59,8 @@ class DepthComparison:
         """A table row: last block measured and predicted, the layer-mean gap and both curve tests."""
         return {"last block (MC)": pm(self.last), "finite-T map": f"{self.finite[-1]:.4f}",
                 "T -> inf map": f"{self.limit[-1]:.4f}", "mean gap, MC - finite-T map": pm(self.gap),
-                "finite-T map: curve test": verdict(self.test), "T -> inf map: p": pvalue(self.test_limit.p)}
+                "finite-T map: curve test": verdict(self.test, short=True),
+                "T -> inf map: curve test": verdict(self.test_limit, short=True)}
 
     def plot(self, ax, *, color, label=None, every: int = 1, limit: bool = True, finite: bool = True,
              ms: float = 3):
