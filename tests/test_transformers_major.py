@@ -8,7 +8,7 @@ package index. It is kept under ``$SIGPROP_TEST_CACHE`` (default ``~/.cache/sigp
 requirement, Python and torch versions, so only the first run installs (about 2 minutes on the CI machine; later
 runs reuse it: about 1 minute for the tests themselves). Where the index cannot be reached the test is skipped with
 pip's message. Only the files that test HF models run there: tests/test_probe_families.py, tests/test_probe.py,
-tests/test_real.py and tests/test_models_edges.py.
+tests/test_real.py, tests/test_models_edges.py and tests/test_hf_registry.py (every family of that major's registry).
 """
 import hashlib
 import os
@@ -27,7 +27,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAJOR = int(transformers.__version__.split(".")[0])
 OTHER = "transformers>=5,<6" if MAJOR < 5 else "transformers>=4.44,<5"
 MOVING = ("transformers", "huggingface_hub", "tokenizers", "safetensors", "hf_xet")
-FILES = ["tests/test_probe_families.py", "tests/test_probe.py", "tests/test_real.py", "tests/test_models_edges.py"]
+FILES = ["tests/test_probe_families.py", "tests/test_probe.py", "tests/test_real.py", "tests/test_models_edges.py",
+         "tests/test_hf_registry.py"]
 
 
 def _environment() -> pathlib.Path:

@@ -223,6 +223,11 @@ def _is_norm(m):
 def hf_call(block, h, ctx):
     """Call one HF block with what its signature takes (module docstring)."""
     params = inspect.signature(block.forward).parameters
+    if "position_embeddings" in params and ctx.position_embeddings is None and not any(
+            type(m).__name__.endswith("RotaryEmbedding") for m in block.modules()):
+        raise ValueError(f"{type(block).__name__} needs position_embeddings (cos, sin), and no rotary embedding module "
+                         "was found beside the blocks given: probe the model they belong to, or pass an adapter with "
+                         "rotary=")
     kw = {}
     if "attention_mask" in params:
         kw["attention_mask"] = ctx.mask
@@ -275,10 +280,6 @@ def hf_adapter(model, blocks=None):
     anc = _ancestors(model, path)
     rotary = next((c for a in anc for _, c in a.named_children() if type(c).__name__.endswith("RotaryEmbedding")), None)
     needs_pe = "position_embeddings" in inspect.signature(blocks[0].forward).parameters
-    own = any(type(m).__name__.endswith("RotaryEmbedding") for m in blocks[0].modules())
-    if needs_pe and rotary is None and not own:
-        raise ValueError(f"{type(blocks[0]).__name__} needs position_embeddings (cos, sin) but no rotary embedding "
-                         f"module was found beside {path}; pass an adapter with rotary=")
     final = next((c for a in anc for _, c in a.named_children() if _is_norm(c)), None)
     configs = {id(c): c for b in blocks for m in b.modules()
                for c in [getattr(m, "config", None)] if hasattr(c, "_attn_implementation")}

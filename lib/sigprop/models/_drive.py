@@ -89,9 +89,8 @@ def drive(model, blocks, h, *, key_mask=None, on_block) -> None:
     B, T = h.shape[:2]
     if kind == "inputs_embeds":
         kw = dict(inputs_embeds=torch.zeros(B, T, shape, dtype=h.dtype, device=h.device))
-        if "attention_mask" in inspect.signature(model.forward).parameters:
-            kw["attention_mask"] = (torch.ones(B, T, dtype=torch.long, device=h.device) if key_mask is None
-                                    else key_mask.long())
+        if key_mask is not None:   # no mask: the model's own default (some families take no all-ones integer mask)
+            kw["attention_mask"] = key_mask.long()
     else:
         kw = dict(pixel_values=torch.zeros(B, *shape, dtype=h.dtype, device=h.device))
     if "use_cache" in inspect.signature(model.forward).parameters:

@@ -77,12 +77,17 @@ UNMODELLED = (
     (("experts", "router", "shared_expert", "block_sparse_moe", "moe"), "a mixture of experts"),
     (("relative_attention_bias", "rel_pos", "distance_embedding"), "relative-position logits"),
 )
-#: Attention or config options that change the block's forward and that no map here models.
+def _set(v) -> bool:
+    return v is not None and v is not False and not (isinstance(v, (int, float)) and v == 0)
+
+
+#: Attention or config options that change the block's forward and that no map here models: (key, when, what).
 UNMODELLED_OPTIONS = (
-    ("attn_logit_softcapping", "logit soft-capping c tanh(logit / c)"),
-    ("clip_qkv", "queries, keys and values clipped to [-c, c]"),
-    ("alibi", "ALiBi position biases added to the logits"),
-    ("scale_attn_by_inverse_layer_idx", "a per-layer logit scale 1 / (layer + 1)"),
+    ("attn_logit_softcapping", _set, "logit soft-capping c tanh(logit / c)"),
+    ("clip_qkv", _set, "queries, keys and values clipped to [-c, c]"),
+    ("alibi", _set, "ALiBi position biases added to the logits"),
+    ("scale_attn_by_inverse_layer_idx", _set, "a per-layer logit scale 1 / (layer + 1)"),
+    ("attention_type", lambda v: v == "block_sparse", "block-sparse attention beyond a length (BigBird)"),
 )
 #: Buffers a block may hold, and what they are.
 BUFFERS = {"inv_freq": "rotary frequencies", "original_inv_freq": "rotary frequencies",
@@ -312,10 +317,10 @@ def describe_block(block: nn.Module, rotary: nn.Module | None = None) -> BlockPa
 
 def _refuse_options(block, attn, cfg):
     name = type(block).__name__
-    for key, what in UNMODELLED_OPTIONS:
+    for key, when, what in UNMODELLED_OPTIONS:
         for owner in (attn, cfg):
             v = getattr(owner, key, None)
-            if v is not None and v is not False and not (isinstance(v, (int, float)) and v == 0):
+            if when(v):
                 raise ValueError(f"{name}: {what} ({type(owner).__name__}.{key} = {v!r}) is not modelled by sigprop's "
                                  "block: not read")
     pos = getattr(attn, "position_embedding_type", None) or getattr(cfg, "position_embedding_type", None)

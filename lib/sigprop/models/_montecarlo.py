@@ -105,7 +105,7 @@ def mc_model_cosine(model: nn.Module, init, *, T: int, inits: int = 16, seqs: in
                 raise TypeError(f"init(model, seed) must return the model; got {type(model).__name__}")
         if i == 0:
             adapter = adapter_for(model, blocks, probe_kw.get("causal"))
-            d = _width(adapter, adapter.blocks[0])
+            d = _width(adapter, adapter.blocks[0], model)
             if d is None:
                 raise ValueError(f"the width of {type(adapter.blocks[0]).__name__} could not be read: probe the "
                                  "model with your own tokens and sp.estimate")

@@ -97,6 +97,10 @@ def fused(layout, W, b, heads):
             views[f"b_{r}"] = None if b is None else View(b.param, lambda t, j=j: fb(t).view(heads, 3, hd)[:, j])
         return views
     E = out_rows // 3
+    if out_rows != 3 * d:
+        raise ValueError(f"a fused query/key/value projection of {out_rows} rows is not 3 x {d} (queries, keys and "
+                         "values of the full width): multi-query or grouped keys and values in one projection "
+                         "(GPT-BigCode) are not read")
     views = {}
     for j, r in enumerate("qkv"):
         views[f"w_{r}"], views[f"b_{r}"] = rows(W, slice(j * E, (j + 1) * E)), rows(b, slice(j * E, (j + 1) * E))

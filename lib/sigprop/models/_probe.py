@@ -117,6 +117,10 @@ def _attention_stats(w, B, T, name):
         raise ValueError(f"block {name}: the attention weights are not finite (the logits overflowed in {w.dtype}; "
                          "are the inputs' norms far from those the model expects?)")
     w = w.float() if w.dtype in HALF else w
+    sums = w.sum(-1)
+    if not bool(((sums - 1).abs() <= 1e-3).all()):   # float16 rows sum to 1 within ~1e-3
+        return None, (f"block {name}: its attention weights are not a distribution over the {T} tokens (rows sum to "
+                      f"{float(sums.min()):.3g} ... {float(sums.max()):.3g}: attention sinks or extra keys)")
     return (attention_ipr(w).mean(1), attention_entropy(w).mean(1)), None
 
 
@@ -171,6 +175,11 @@ def _apply(adapter, h, key_mask, names, *, weights):
         handle, why = _weights_hook(adapter, run, weights, store)
         try:
             out = adapter.run(run, states[-1], ctx)
+        except ValueError:
+            raise
+        except Exception as e:   # the block's own code failed on this call: a refusal naming the block
+            raise ValueError(f"block {names[i]} ({type(block).__name__}) could not be run as block(h, ...) on hidden "
+                             f"states {tuple(h.shape)} ({type(e).__name__}: {str(e)[:300]}); pass an adapter") from e
         finally:
             if handle is not None:
                 handle.remove()
@@ -200,11 +209,14 @@ def _apply_driven(model, adapter, h, key_mask, names, *, weights):
     try:
         with eager_attention(model_configs(model) if weights else ()):
             drive(model, blocks, h, key_mask=key_mask, on_block=keep)
-    except (IndexError, RuntimeError) as e:
+    except ValueError:
+        raise
+    except Exception as e:   # the model's own code failed: say where, as a refusal
         cfg = getattr(model, "config", None)
         n = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
-        raise ValueError(f"{type(model).__name__}'s own forward failed at T = {T} tokens ({type(e).__name__}: {e})"
-                         + (f"; T may exceed its {n} positions: build it with more" if n and T > n else "")) from e
+        raise ValueError(f"{type(model).__name__}'s own forward failed at T = {T} tokens ({type(e).__name__}: "
+                         f"{str(e)[:300]})" + (f"; T may exceed its {n} positions: build it with more"
+                                               if n and T > n else "")) from e
     finally:
         for handle, _ in hooked:
             if handle is not None:
@@ -251,8 +263,12 @@ def _geometry(h, m):
     return cos, q, (gram * pair).sum((-1, -2)) / npair
 
 
-def _width(adapter, block):
-    """The hidden size a block expects (the input width of its query projection), or None if it cannot be told."""
+def _width(adapter, block, model=None):
+    """The hidden size a block expects: a HF model's ``hidden_size`` where its own forward runs the blocks, else the
+    input width of the block's first attention projection; None if it cannot be told."""
+    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    if model is not None and isinstance(hidden, int) and own_forward(model, adapter):
+        return hidden
     attn, _ = adapter.attention_of(block)
     if isinstance(attn, nn.MultiheadAttention):
         return attn.embed_dim
@@ -319,7 +335,7 @@ def _prepare(model, x, blocks, adapter, causal, flags):
     h = x[None] if x.ndim == 2 else x
     if h.shape[1] < 2:
         raise ValueError(f"x needs T >= 2 tokens; got shape {tuple(x.shape)}")
-    width = _width(adapter, adapter.blocks[0])
+    width = _width(adapter, adapter.blocks[0], model)
     if width is not None and h.shape[-1] != width:
         raise ValueError(f"x must have last dimension d = {width} (the hidden size of "
                          f"{type(adapter.blocks[0]).__name__}); got shape {tuple(x.shape)}")

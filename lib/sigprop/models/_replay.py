@@ -121,13 +121,18 @@ def replay(model: nn.Module, adapter, parts, config, params) -> Replay:
     errors = []
     with eager_attention(model_configs(model)):
         for i, block in enumerate(adapter.blocks):
-            b64 = copy.deepcopy(block).double().eval()
-            if calls is not None:
-                args, kwargs = calls[i]
-                y = hidden_of(b64(x, *_cast(args[1:]), **_cast(kwargs)))
-            else:
-                y = adapter.run(b64, x, ctx(block))
-            mine = apply_block(x[None], params, config, i)[0]
-            errors.append(float((mine - y).abs().max() / y.pow(2).mean().sqrt().clamp_min(1e-300)))
+            try:
+                b64 = copy.deepcopy(block).double().eval()
+                if calls is not None:
+                    args, kwargs = calls[i]
+                    y = hidden_of(b64(x, *_cast(args[1:]), **_cast(kwargs)))
+                else:
+                    y = adapter.run(b64, x, ctx(block))
+                mine = apply_block(x[None], params, config, i)[0]
+            except Exception as e:   # the block cannot even be run as read: not proved, say why
+                raise ValueError(f"the reading of {type(block).__name__} could not be replayed in float64 "
+                                 f"({type(e).__name__}: {str(e)[:300]}): not read") from e
+            err = float((mine - y).abs().max() / y.pow(2).mean().sqrt().clamp_min(1e-300))
+            errors.append(err if err == err else float("inf"))
     worst = max(range(len(errors)), key=lambda i: errors[i])
     return Replay(errors[worst], worst, T, _TOL, tuple(errors))
