@@ -71,6 +71,14 @@ def apply_rope(x, cos, sin):
     return torch.cat([out, xp], -1) if xp.shape[-1] else out
 
 
+def qk_normalise(x, gain, eps):
+    """QK-norm: ``x / sqrt(mean x^2 + eps) * gain`` over the last axis in at least float32 (HF's RMSNorm); ``gain``
+    broadcast, of last size 0 for unit gains."""
+    w = x.to(_work_dtype(x.dtype))
+    y = (w * torch.rsqrt(w.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return y if gain.shape[-1] == 0 else y * gain
+
+
 def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
     """Self-attention of block ``l`` on ``x (n, b, T, d)`` -> ``(n, b, T, d)``.
 
@@ -83,8 +91,14 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
                    p.w_v[:, l].reshape(n, G * dv, d)], 1)
     bias = torch.cat([p.b_q[:, l].reshape(n, H * dk), p.b_k[:, l].reshape(n, G * dk), p.b_v[:, l].reshape(n, G * dv)], 1)
     q, k, v = linear(x, w, bias, skip_zero_bias=inplace).split([H * dk, G * dk, G * dv], -1)
+    if c.qk_norm == "all":     # OLMo2: over the whole projection, before the heads are split
+        q = qk_normalise(q, p.q_gain[:, l, None, None], c.qk_norm_eps)
+        k = qk_normalise(k, p.k_gain[:, l, None, None], c.qk_norm_eps)
     q = q.unflatten(-1, (G, H // G, dk)).permute(0, 1, 3, 4, 2, 5)   # (n, b, G, H/G, T, dk)
     k = k.unflatten(-1, (G, 1, dk)).permute(0, 1, 3, 4, 2, 5)        # (n, b, G, 1, T, dk)
+    if c.qk_norm == "head":    # Qwen3, Gemma3: each head's d_k features
+        gq, gk = (g[:, l, None, None, None, None] for g in (p.q_gain, p.k_gain))
+        q, k = qk_normalise(q, gq, c.qk_norm_eps), qk_normalise(k, gk, c.qk_norm_eps)
     v = v.unflatten(-1, (G, 1, dv)).permute(0, 1, 3, 4, 2, 5)        # (n, b, G, 1, T, dv)
     if c.positions == "rope":
         cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, x.device, q.dtype, c.rope_freqs)
@@ -92,6 +106,8 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
     work = _work_dtype(q.dtype)   # logits accumulate in >= float32
     scores = q.to(work) @ k.to(work).transpose(-1, -2)               # (n, b, G, H/G, T, T)
     scale = c.scale * tau
+    if c.logit_cap is not None:   # Gemma2: c tanh(a / c) of the scaled logits, then the masked softmax
+        scores, scale = c.logit_cap * torch.tanh(scores * (scale / c.logit_cap)), 1.0
     A = _weights(scores, c, scale).to(v.dtype)
     if c.gain_control:
         v = v - v.mean(-2, keepdim=True)
@@ -129,15 +145,20 @@ def _weights(scores, c, scale):
 
 def attention_overlaps(q, p, P, T):
     """Attention map ``(q, p) -> (q_SA, p_SA)`` of the module docstring on broadcast arrays; ``P`` holds ``beta,
-    sigma_v2, gain_control, cross_overlap, qk_bias, sigma_o2, sigma_bv2, sigma_bo2``; ``T`` None = T -> infinity."""
-    e, gc = P["qk_bias"], P["gain_control"]
+    sigma_v2, gain_control, cross_overlap, qk_bias, qk_norm, sigma_o2, sigma_bv2, sigma_bo2``; ``T`` None = T ->
+    infinity."""
+    e, gc, qkn = P["qk_bias"], P["gain_control"], P.get("qk_norm", False)
     kw = dict(T=T, cross=P["cross_overlap"])
-    if not np.any(e):
+    if not np.any(e) and not qkn:
         qa, pa = attention_map_kernel(q, p, P["beta"], P["sigma_v2"], gc, **kw)
     else:
-        # REM moments at the query-biased overlaps (q + e, p + e), values at (q, p); the gain-control form
-        # returns (q - p)(Y - 1/T) without the value mean, so nothing cancels
-        yq, yp = attention_map_kernel(q + e, p + e, P["beta"], 1.0, True, **kw)
+        # REM moments at other overlaps than the values': the query-biased (q + e, p + e), or with a QK-norm the
+        # cosines (1, p/q) at beta_eff = scale sqrt(d_k / log T) (BlockConfig.beta); values at (q, p). The
+        # gain-control form returns (q_r - p_r)(Y - 1/T) without the value mean, rescaled to the values' q - p
+        qr, pr = (np.ones_like(q), p / q) if qkn else (q + e, p + e)
+        yq, yp = attention_map_kernel(qr, pr, P["beta"], 1.0, True, **kw)
+        if qkn:
+            yq, yp = q * yq, q * yp
         mean = 0.0 if gc else p + (q - p) * (0.0 if T is None else 1.0 / np.asarray(T, dtype=float))
         qa, pa = P["sigma_v2"] * (mean + yq), P["sigma_v2"] * (mean + yp)
     bv = 0.0 if gc else P["sigma_bv2"]   # gain control removes the value bias
@@ -154,31 +175,45 @@ def _factor(H):
 
 
 def _logit_sampler(H, c):
-    """``draw(m, g) -> (m, T, T)`` logits in antithetic pairs (``a, -a``) for the attention on input Gram ``H``."""
+    """``draw(m, g) -> (m, T, T)`` logits in antithetic pairs (``a, -a``) for the attention on input Gram ``H``: the
+    Gaussian law of App. B.1 (``d_k -> infinity``) for plain logits; the exact law at the config's ``d_k`` -- query
+    and key vectors drawn, normalised (QK-norm), turned (RoPE) -- where either is present; soft-capped after."""
     T = H.shape[0]
-    if c.positions != "rope":
+    cap = (lambda a: a) if c.logit_cap is None else (lambda a: c.logit_cap * torch.tanh(a / c.logit_cap))
+    if c.positions != "rope" and c.qk_norm == "none":
         sigma_a = float(np.sqrt(c.logit_var))
         L = _factor(H)
         Lq = L if c.qk_bias == 0 else _factor(H + c.qk_bias)
 
         def draw(m, g):
             Z = torch.randn(m // 2, T, T, generator=g, dtype=torch.float64)
-            return sigma_a * (Lq @ torch.cat([Z, -Z]) @ L.T)
+            return cap(sigma_a * (Lq @ torch.cat([Z, -Z]) @ L.T))
         return draw
-    cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, "cpu", torch.float64, c.rope_freqs)
     dk, s = c.head_dim, c.qk_variance * c.d
     # absolute units: a query (key) coordinate has covariance s H + sigma_bq2 (s H + sigma_bk2) over the tokens, so
     # biases without weights (s = 0) still give RoPE logits; the key bias is turned by its position and stays
     U_factor = _factor(s * H + c.sigma_bqk2)
     K_factor = U_factor if c.key_bias_variance == c.sigma_bqk2 else _factor(s * H + c.key_bias_variance)
+    # QK-norm over a head's d_k features, or over all heads' (OLMo2: the first head's share of H d_k or G d_k)
+    wq, wk = (dk, dk) if c.qk_norm != "all" else (c.heads * dk, c.group_count * dk)
+    if c.positions == "rope":
+        cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, "cpu", torch.float64, c.rope_freqs)
+        turn = lambda x: apply_rope(x, cos, sin)   # noqa: E731
+    else:
+        turn = lambda x: x                          # noqa: E731
 
-    def draw_rope(m, g):
-        Z = torch.randn(m // 2, T, dk, generator=g, dtype=torch.float64)
-        K = apply_rope(K_factor @ torch.randn(m // 2, T, dk, generator=g, dtype=torch.float64), cos, sin)
-        U = apply_rope(U_factor @ Z, cos, sin)
-        a = c.scale * (U @ K.transpose(-1, -2))
+    def vectors(factor, Z):
+        v = factor @ Z
+        if c.qk_norm != "none":
+            v = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + max(c.qk_norm_eps, 1e-300))
+        return turn(v[..., :dk])
+
+    def draw_vectors(m, g):
+        Z = torch.randn(m // 2, T, wq, generator=g, dtype=torch.float64)
+        K = vectors(K_factor, torch.randn(m // 2, T, wk, generator=g, dtype=torch.float64))
+        a = cap(c.scale * (vectors(U_factor, Z) @ K.transpose(-1, -2)))
         return torch.cat([a, -a])
-    return draw_rope
+    return draw_vectors
 
 
 def attention_gram(H, c, samples: int, g: torch.Generator):

@@ -172,9 +172,17 @@ def compose(x, c, *, attention, mlp, norm, combine, norm_fresh=None):
     * pre:   ``x <- a_sa x + b_sa SA(N x)``;  ``x <- a_mlp x + b_mlp MLP(N x)``
     * none:  ``x <- a_sa x + b_sa SA(x)``;    ``x <- a_mlp x + b_mlp MLP(x)``
     * parallel (pre only): ``x <- a_mlp (a_sa x + b_sa SA(N x)) + b_mlp MLP(N' x)``: the pre-LN block whose MLP
-      reads the block's input (GPT-NeoX, GPT-J: ``x + SA(LN x) + MLP(LN' x)`` at unit strengths).
+      reads the block's input (GPT-NeoX, GPT-J: ``x + SA(LN x) + MLP(LN' x)`` at unit strengths);
+    * ``branch_norm`` (pre or none): each branch's output normalised, ``norm(y, k + 2)``, before it is added --
+      sandwich norms (Gemma2, Gemma3: ``x + N_2(SA(N_0 x))``) or Peri-LN's output norm alone (OLMo2:
+      ``x + N_2(SA(x))``). A normalised branch adds a fixed ``b^2`` to the token norm ``q`` per sub-layer, so the
+      residual stream grows linearly with depth (``q_l = q_0 + l (b_sa^2 + b_mlp^2)`` at unit gains).
     """
     fresh = norm if norm_fresh is None else norm_fresh
+    if c.branch_norm:
+        attention_in, mlp_in = attention, mlp
+        attention = lambda h: fresh(attention_in(h), 2)   # noqa: E731  (branch outputs are fresh)
+        mlp = lambda h: fresh(mlp_in(h), 3)               # noqa: E731
     if c.parallel:
         h_mlp = norm(x, 1) if c.mlp else None
         y = combine(x, attention(norm(x, 0)), c.alpha_sa, c.branch_sa)

@@ -25,7 +25,12 @@ Fields (the documents' block is the default; off-the-shelf parts are opt-in):
   query/key dimensions rotated, GPT-NeoX ``rotary_pct``; ``rope_freqs`` the inverse frequency of each rotated pair
   where it is not ``rope_theta^(-2i/r)``, e.g. Llama 3's or linear scaling, read from a model's ``inv_freq``),
   output projection ``W_O`` (``sigma_o2`` set), biases of values/output (``sigma_bv2``, ``sigma_bo2``) and of
-  queries/keys (``sigma_bqk2``; ``sigma_bk2`` the keys' when it differs, Qwen2);
+  queries/keys (``sigma_bqk2``; ``sigma_bk2`` the keys' when it differs, Qwen2); ``qk_norm`` (queries and keys
+  RMS-normalised before RoPE and their product: ``"head"`` over each head's ``d_k`` features, Qwen3 and Gemma3;
+  ``"all"`` over the whole projection, OLMo2; ``qk_norm_eps`` its floor), ``logit_cap`` (soft-capped logits
+  ``c tanh(a / c)``, Gemma2);
+* ``branch_norm``: each branch's output normalised before it is added (sandwich / Peri-LN: Gemma2 and Gemma3 with
+  ``norm="pre"``, OLMo2 with ``norm="none"``), with its own gain;
 * MLP: ``activation`` (``"relu" | "tanh" | "linear" | "gelu" | "gelu_tanh" | "silu"``), ``gated=True``:
   ``W_2 (phi(W_1 x + b_1) * (W_3 x + b_3)) + b_2`` (SwiGLU with ``"silu"``, GeGLU with ``"gelu"``), ``mlp``.
 
@@ -62,6 +67,12 @@ Activation = enum.Enum("Activation", {name.upper(): name for name in ACTIVATIONS
 class Positions(str, enum.Enum):
     NONE = "none"
     ROPE = "rope"
+
+
+class QKNorm(str, enum.Enum):
+    NONE = "none"
+    HEAD = "head"
+    ALL = "all"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +115,10 @@ class BlockConfig:
     window: int | None = None
     sigma_bk2: float | None = None
     rope_freqs: tuple | None = None
+    qk_norm: str = "none"
+    qk_norm_eps: float = 0.0
+    logit_cap: float | None = None
+    branch_norm: bool = False
 
     def __post_init__(self):
         # validate, and store what was validated: ints as int, reals as float, flags as bool, options as str
@@ -123,6 +138,7 @@ class BlockConfig:
         put("norm", check_option(self.norm, Norm, "norm").value)
         put("activation", check_option(self.activation, Activation, "activation").value)
         put("positions", check_option(self.positions, Positions, "positions").value)
+        put("qk_norm", check_option(self.qk_norm, QKNorm, "qk_norm").value)
         for name in ("alpha_sa", "alpha_mlp", "branch_sa", "branch_mlp", "sigma_v2", "sigma_w2", "sigma_b2",
                      "sigma_bv2", "sigma_bo2", "sigma_bqk2"):
             put(name, check_real(getattr(self, name), name, minimum=0.0))
@@ -130,10 +146,19 @@ class BlockConfig:
             if getattr(self, name) is not None:
                 put(name, check_real(getattr(self, name), name, minimum=0.0))
         put("norm_eps", check_real(self.norm_eps, "norm_eps", minimum=0.0))
+        put("qk_norm_eps", check_real(self.qk_norm_eps, "qk_norm_eps", minimum=0.0))
+        if self.logit_cap is not None:
+            put("logit_cap", check_real(self.logit_cap, "logit_cap", minimum=0.0, strict=True))
         put("rope_theta", check_real(self.rope_theta, "rope_theta", minimum=0.0, strict=True))
         put("rope_fraction", check_real(self.rope_fraction, "rope_fraction", minimum=0.0, maximum=1.0))
-        for name in ("gain_control", "causal", "mlp", "ln_center", "gated", "parallel"):
+        for name in ("gain_control", "causal", "mlp", "ln_center", "gated", "parallel", "branch_norm"):
             put(name, check_flag(getattr(self, name), name))
+        if self.branch_norm and (self.norm == "post" or self.parallel):
+            raise ValueError("branch_norm normalises each branch before it is added (sandwich / Peri-LN), with "
+                             f"norm='pre' or 'none' and sequential branches; got norm={self.norm!r}, "
+                             f"parallel={self.parallel}")
+        if self.qk_norm != "none" and (self.sigma_bqk2 > 0 or self.key_bias_variance > 0):
+            raise ValueError("query/key biases before a QK-norm are not modelled; set sigma_bqk2 = sigma_bk2 = 0")
         if self.parallel and self.norm != "pre":
             raise ValueError("parallel residuals (GPT-NeoX, GPT-J: x + SA(LN x) + MLP(LN' x)) need norm='pre'; "
                              f"got norm={self.norm!r}")
@@ -178,6 +203,8 @@ class BlockConfig:
         """The equivalent ``beta`` of this block's query/key initialisation at sequence length ``T`` (the inverse
         of :meth:`from_beta`; :func:`sigprop.theory.beta_equivalent`); 0 for zero query/key weights or a zero
         logit scale (uniform attention)."""
+        if self.qk_norm != "none":   # logits of normalised queries and keys: Var = scale^2 d_k per unit cosine
+            return math.sqrt(self.logit_var / math.log(float(check_seq_len(T))))
         if self.scale == 0 or self.qk_variance == 0:
             check_seq_len(T)
             return 0.0
@@ -186,7 +213,10 @@ class BlockConfig:
 
     @property
     def logit_var(self) -> float:
-        """``Var(a_ts) = logit_scale^2 d_k (sigma_qk2 d)^2`` per unit token overlap (App. B.1, Eq. (9))."""
+        """``Var(a_ts) = logit_scale^2 d_k (sigma_qk2 d)^2`` per unit token overlap (App. B.1, Eq. (9)); with a
+        QK-norm ``logit_scale^2 d_k`` per unit *cosine* (unit gains; ``sigprop.block._attention``)."""
+        if self.qk_norm != "none":
+            return self.scale ** 2 * self.head_dim
         if self.scale == 0 or self.qk_variance == 0:
             return 0.0
         return float(logit_variance(logit_scale=self.scale, d=self.d, d_k=self.head_dim, sigma_qk2=self.qk_variance))
@@ -196,7 +226,7 @@ class BlockConfig:
         """The query bias's share of a query, ``e = sigma_bqk2 / (sigma_qk2 d)``: with it the logits of query
         ``t`` against the keys have the covariance of tokens of overlaps ``(q + e, p + e)`` (the key bias adds
         the same logit to a whole row and drops out of the softmax); 0 without query/key weights."""
-        return 0.0 if self.qk_variance == 0 else self.sigma_bqk2 / (self.qk_variance * self.d)
+        return 0.0 if self.qk_variance == 0 or self.qk_norm != "none" else self.sigma_bqk2 / (self.qk_variance * self.d)
 
     def map_params(self, T: int) -> dict:
         """Keyword arguments of :func:`sigprop.theory.block_map` describing this block at length ``T``."""
@@ -205,7 +235,8 @@ class BlockConfig:
                     branch_mlp=self.branch_mlp, norm=self.norm, gain_control=self.gain_control,
                     activation=self.activation, mlp=self.mlp, sigma_o2=self.out_variance, sigma_bv2=self.sigma_bv2,
                     sigma_bo2=self.sigma_bo2, sigma_w2_out=self.w2_variance, sigma_b2_out=self.b2_variance,
-                    gated=self.gated, parallel=self.parallel, qk_bias=self.qk_bias)
+                    gated=self.gated, parallel=self.parallel, qk_bias=self.qk_bias, qk_norm=self.qk_norm != "none",
+                    branch_norm=self.branch_norm)
 
     @property
     def head_dim(self) -> int:

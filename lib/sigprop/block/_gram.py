@@ -178,8 +178,10 @@ def gram_block_map(G, config: BlockConfig, *, samples: int = 1024, generator=0) 
         return GramStep(*_block(G, config, samples, as_generator(generator, "cpu")))
 
 
-def iterate_gram_map(G0, depth: int, config: BlockConfig, *, samples: int = 1024, generator=0) -> GramTrajectory:
-    """Iterate :func:`gram_block_map` ``depth`` times from ``G0 (T, T)``; one generator for all layers.
+def iterate_gram_map(G0, depth: int, config, *, samples: int = 1024, generator=0) -> GramTrajectory:
+    """Iterate :func:`gram_block_map` ``depth`` times from ``G0 (T, T)``; one generator for all layers. ``config`` is
+    one :class:`~sigprop.BlockConfig` for every block, or a sequence of ``depth`` of them (blocks that differ in where
+    their tokens see, e.g. Gemma2/3's sliding-window and global layers).
 
     For ``T`` equicorrelated tokens of norm ``q`` and cosine ``rho`` use ``G0 = q ((1 - rho) I + rho)`` (a Gram
     matrix for ``rho >= -1/(T-1)``). Cost ~ ``4 samples T^3`` flops per block (T = 64, 1024 samples: ~0.2 s).
@@ -188,16 +190,30 @@ def iterate_gram_map(G0, depth: int, config: BlockConfig, *, samples: int = 1024
     """
     G = check_gram(G0, "G0")
     depth = check_int(depth, "depth", minimum=0)
-    samples = _check(config, samples)
+    configs = _per_block(config, depth)
+    samples = _check(configs[0], samples)
     g = as_generator(generator, "cpu")
     grams, iprs = [G], []
-    for _ in range(depth):
+    for c in configs:
         with threads_for(G.shape[0] ** 3):  # small products: one thread
-            G, y2 = _block(G, config, samples, g)
+            G, y2 = _block(G, c, samples, g)
         grams.append(G)
         iprs.append(y2)
     return GramTrajectory(np.stack(grams), np.stack(iprs) if iprs else np.zeros((0, G.shape[0])),
-                          bool(config.causal), samples)
+                          bool(configs[0].causal), samples)
+
+
+def _per_block(config, depth):
+    if isinstance(config, BlockConfig):
+        return (config,) * depth
+    if isinstance(config, (str, bytes)) or not hasattr(config, "__len__"):
+        raise TypeError(f"config must be a BlockConfig or a sequence of them; got {type(config).__name__}")
+    configs = tuple(config)
+    if not all(isinstance(c, BlockConfig) for c in configs) or isinstance(config, dict):
+        raise TypeError(f"config must be a BlockConfig or a sequence of them; got {type(config).__name__}")
+    if len(configs) != depth:
+        raise ValueError(f"config as a sequence must hold depth = {depth} BlockConfigs; got {len(configs)}")
+    return configs
 
 
 #: Rows up to this many keys are computed one by one; beyond it E Y2 is interpolated in log(keys) from a grid of

@@ -61,15 +61,18 @@ class TransformerParams:
     b3: torch.Tensor | None = None  # (n, L, d_ff)
     b_q: torch.Tensor | None = None  # (n, L, H, d_k)
     b_k: torch.Tensor | None = None  # (n, L, G, d_k)
-    ln_gain: torch.Tensor | None = None  # (n, L, 2, d), or (n, L, 0, 0): no gains
-    ln_bias: torch.Tensor | None = None  # (n, L, 2, d), or (n, L, 0, 0)
+    ln_gain: torch.Tensor | None = None  # (n, L, K, d), K = 2 (4 with branch norms), or (n, L, 0, 0): no gains
+    ln_bias: torch.Tensor | None = None  # (n, L, K, d), or (n, L, 0, 0)
+    q_gain: torch.Tensor | None = None   # (n, L, d_k) or (n, L, H d_k): QK-norm gains, or (n, L, 0): unit
+    k_gain: torch.Tensor | None = None   # (n, L, d_k) or (n, L, G d_k), or (n, L, 0)
 
     def __post_init__(self):
         n, L, G, dv, d = self.w_v.shape
         H, dk, f = self.w_q.shape[2], self.w_q.shape[3], self.w1.shape[2]
         like = dict(device=self.w_v.device, dtype=self.w_v.dtype)
         defaults = dict(w_o=(n, L, 0, 0), b_v=(n, L, G, dv), b_o=(n, L, d), w3=(n, L, 0, 0), b3=(n, L, f),
-                        b_q=(n, L, H, dk), b_k=(n, L, G, dk), ln_gain=(n, L, 0, 0), ln_bias=(n, L, 0, 0))
+                        b_q=(n, L, H, dk), b_k=(n, L, G, dk), ln_gain=(n, L, 0, 0), ln_bias=(n, L, 0, 0),
+                        q_gain=(n, L, 0), k_gain=(n, L, 0))
         for name, shape in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, torch.zeros(shape, **like))
@@ -202,10 +205,18 @@ def _check_params(params, c):
                              f"(inits, depth, *{shape}) for {c.heads} head(s) ({c.group_count} key/value), "
                              f"d_k={c.head_dim}, d_ff={c.hidden}, {'with' if c.has_out_proj else 'without'} W_O "
                              f"(sigma_o2={c.sigma_o2}), {'gated' if c.gated else 'not gated'}")
+    K = 4 if c.branch_norm else 2
     for name in ("ln_gain", "ln_bias"):
         got = tuple(getattr(params, name).shape[2:])
-        if got not in ((0, 0), (2, c.d)):
-            raise ValueError(f"params.{name} must have shape (inits, depth, 2, d={c.d}) or be absent; got {got}")
+        if got not in ((0, 0), (K, c.d)):
+            raise ValueError(f"params.{name} must have shape (inits, depth, {K}, d={c.d}) or be absent; got {got}")
+    widths = {"none": (0, 0), "head": (c.head_dim, c.head_dim),
+              "all": (c.heads * c.head_dim, c.group_count * c.head_dim)}[c.qk_norm]
+    for name, w in zip(("q_gain", "k_gain"), widths):
+        got = tuple(getattr(params, name).shape[2:])
+        if got not in ((0,), (w,)):
+            raise ValueError(f"params.{name} must have shape (inits, depth, {w}) (qk_norm={c.qk_norm!r}) or be "
+                             f"absent; got {got}")
 
 
 def transformer_forward(x: torch.Tensor, params: TransformerParams, config: BlockConfig, *,

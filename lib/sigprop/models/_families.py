@@ -6,8 +6,13 @@ families that share a layer share a layout:
 ==========  =====================================================  ========================================
 layout      families (HF classes unless said)                      parts
 ==========  =====================================================  ========================================
-``llama``   Llama, Qwen2, Mistral, Gemma, Granite, OLMo, StableLM  pre-norm, RoPE, grouped-query heads, gated
-            (``*DecoderLayer``)                                    MLP (``gate/up/down_proj``; SwiGLU, GeGLU)
+``llama``   Llama, Qwen2, Qwen3, Mistral, Gemma, Granite, OLMo,    pre-norm, RoPE, grouped-query heads, gated
+            StableLM (``*DecoderLayer``)                           MLP (``gate/up/down_proj``; SwiGLU, GeGLU),
+                                                                   QK-norm per head (Qwen3)
+``sandwich``  Gemma2, Gemma3                                       ``llama``'s parts and a norm after each branch
+                                                                   (``post_*``), QK-norm (Gemma3), soft-cap
+``olmo2``   OLMo2                                                  a norm after each branch only, QK-norm over
+                                                                   the whole projection
 ``phi3``    Phi3 (fused ``qkv_proj``, ``gate_up_proj``)            as ``llama``
 ``neox``    GPT-NeoX (``GPTNeoXLayer``)                            LayerNorm pre-LN, partial RoPE, fused
                                                                    head-interleaved ``query_key_value``,
@@ -46,6 +51,13 @@ __all__: list[str] = []
 
 #: role -> attribute path, per layout; a block matches the layout whose paths all resolve.
 LAYOUTS = {
+    "sandwich": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
+                     w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
+                     ln1="input_layernorm", ln2="pre_feedforward_layernorm", ln3="post_attention_layernorm",
+                     ln4="post_feedforward_layernorm", attn="self_attn"),
+    "olmo2": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
+                  w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
+                  ln3="post_attention_layernorm", ln4="post_feedforward_layernorm", attn="self_attn"),
     "llama": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
                   w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
                   ln1="input_layernorm", ln2="post_attention_layernorm", attn="self_attn"),
@@ -70,10 +82,10 @@ LAYOUTS = {
 
 #: Parts sigprop has no map for yet, by a word of their parameter's path: what a refusal calls them.
 UNMODELLED = (
-    (("q_norm", "k_norm", "q_layernorm", "k_layernorm", "query_layernorm", "key_layernorm"),
-     "QK-norm (queries and keys normalised before their product, as in Qwen3, Gemma3 and OLMo2)"),
+    (("q_layernorm", "k_layernorm", "query_layernorm", "key_layernorm"),
+     "a QK-norm of another form than an RMSNorm of each head or of the whole projection"),
     (("pre_feedforward_layernorm", "post_feedforward_layernorm"),
-     "sandwich (Peri-LN) normalisations of each branch before it is added (Gemma2, Gemma3, OLMo2)"),
+     "normalisations of each branch in another placement than Gemma2/3's or OLMo2's"),
     (("experts", "router", "shared_expert", "block_sparse_moe", "moe"), "a mixture of experts"),
     (("relative_attention_bias", "rel_pos", "distance_embedding"), "relative-position logits"),
 )
@@ -83,7 +95,6 @@ def _set(v) -> bool:
 
 #: Attention or config options that change the block's forward and that no map here models: (key, when, what).
 UNMODELLED_OPTIONS = (
-    ("attn_logit_softcapping", _set, "logit soft-capping c tanh(logit / c)"),
     ("clip_qkv", _set, "queries, keys and values clipped to [-c, c]"),
     ("alibi", _set, "ALiBi position biases added to the logits"),
     ("scale_attn_by_inverse_layer_idx", _set, "a per-layer logit scale 1 / (layer + 1)"),
@@ -105,7 +116,7 @@ class BlockParts:
     layout: str
     attention: nn.Module
     views: dict
-    norms: tuple
+    norms: tuple            # (pre-attention, pre-MLP[, after attention, after MLP]) NormPart or None where absent
     heads: int
     kv_heads: int
     head_dim: int
@@ -118,6 +129,13 @@ class BlockParts:
     rope: tuple | None      # (theta, fraction, rope_type, inv_freq matches theta) or None
     window: int | None
     branch: tuple = (1.0, 1.0)
+    qk_norm: str = "none"   # "none" | "head" | "all"
+    qk_norms: tuple = ()    # (query's, key's) NormPart
+    logit_cap: float | None = None
+
+    @property
+    def branch_norm(self) -> bool:
+        return len(self.norms) == 4
 
     def tensor(self, role):
         """The weight or bias ``role`` as a view of its parameter (None where absent)."""
@@ -142,12 +160,16 @@ class BlockParts:
         return self.views.get("w3") is not None
 
     @property
+    def present_norms(self) -> list:
+        return [n for n in self.norms if n is not None]
+
+    @property
     def norm_kind(self) -> str:
-        return self.norms[0].kind
+        return self.present_norms[0].kind
 
     @property
     def eps(self) -> float:
-        return max(n.eps for n in self.norms)
+        return max(n.eps for n in self.present_norms)
 
 
 def causal_of(attn, layout):
@@ -298,21 +320,43 @@ def describe_block(block: nn.Module, rotary: nn.Module | None = None) -> BlockPa
     kv = math.prod(t["w_k"].get().shape[:-1]) // hd
     d = t["w_q"].get().shape[-1]
     name = type(block).__name__
-    norms = tuple(read_norm(mods[n], d, f"{name}.{roles[n]}") for n in ("ln1", "ln2"))
-    if norms[0].center != norms[1].center:
-        raise ValueError(f"{name} mixes a LayerNorm and an RMSNorm ({roles['ln1']}, {roles['ln2']})")
+    keys = [k for k in ("ln1", "ln2", "ln3", "ln4") if k in roles]
+    norms = {k: read_norm(mods[k], d, f"{name}.{roles[k]}") for k in keys}
+    if len({n.center for n in norms.values()}) > 1:
+        raise ValueError(f"{name} mixes LayerNorms and RMSNorms ({', '.join(roles[k] for k in keys)})")
+    norms = tuple(norms.get(k) for k in ("ln1", "ln2", "ln3", "ln4")[:4 if "ln3" in roles else 2])
     act = get(block, roles["act"])
-    if act is None and layout == "llama":   # OLMo, Granite name it act_fn too; some store a string
-        act = getattr(mods["w2"], "act_fn", None)
-    rope = rope_of(attn, block, rotary, hd) if layout in ("llama", "phi3", "neox") else None
+    rope = rope_of(attn, block, rotary, hd) if layout in ("llama", "phi3", "neox", "sandwich", "olmo2") else None
     mult = getattr(block, "residual_multiplier", 1.0)
+    cap = getattr(attn, "attn_logit_softcapping", None)
+    H = q_rows // hd
     parts = BlockParts(
-        layout, attn, t, norms, q_rows // hd, kv, hd, math.prod(t["w_v"].get().shape[:-1]) // kv,
+        layout, attn, t, norms, H, kv, hd, math.prod(t["w_v"].get().shape[:-1]) // kv,
         _scale(attn, layout, hd), recognise_activation(act, f"{name}.{roles['act']}"),
-        "post" if layout == "bert" else "pre", bool(getattr(block, "use_parallel_residual", False)),
-        causal_of(attn, layout), rope, _window(attn, cfg), (float(mult), float(mult)))
+        {"bert": "post", "olmo2": "none"}.get(layout, "pre"), bool(getattr(block, "use_parallel_residual", False)),
+        causal_of(attn, layout), rope, _window(attn, cfg), (float(mult), float(mult)),
+        *_qk_norms(attn, name, hd, H, kv), None if cap is None else float(cap))
     account(block, parts)
     return parts
+
+
+def _qk_norms(attn, name, hd, H, G):
+    """-> (qk_norm, (query's NormPart, key's)) of the attention's ``q_norm``/``k_norm``: RMS over each head's ``d_k``
+    features (Qwen3, Gemma3) or over the whole projection (OLMo2); anything else is refused."""
+    qn, kn = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+    if qn is None and kn is None:
+        return "none", ()
+    if not (isinstance(qn, nn.Module) and isinstance(kn, nn.Module)):
+        raise ValueError(f"{name} normalises only its queries or only its keys: not modelled")
+    w = getattr(qn, "weight", None)
+    width = w.shape[-1] if isinstance(w, torch.Tensor) else hd
+    kind = "head" if width == hd else "all" if width == H * hd else None
+    if kind is None:
+        raise ValueError(f"{name}.q_norm acts on {width} features: neither a head ({hd}) nor all heads ({H * hd})")
+    parts = (read_norm(qn, width, f"{name}.q_norm"), read_norm(kn, hd if kind == "head" else G * hd, f"{name}.k_norm"))
+    if any(p.center or bool(p.bias.any()) for p in parts):
+        raise ValueError(f"{name}: a centred QK-norm or one with biases is not modelled (sigprop's is an RMSNorm)")
+    return kind, parts
 
 
 def _refuse_options(block, attn, cfg):
@@ -333,7 +377,7 @@ def account(block, parts: BlockParts) -> None:
     """Every parameter of ``block`` has a role in ``parts`` and every buffer is a known one; else refuse, naming
     them (module docstring)."""
     claimed = {id(v.param) for v in parts.views.values() if v is not None}
-    claimed |= {id(p) for n in parts.norms for p in n.params()}
+    claimed |= {id(p) for n in (*parts.present_norms, *parts.qk_norms) for p in n.params()}
     left = [n for n, p in block.named_parameters() if id(p) not in claimed]
     name = type(block).__name__
     if left:

@@ -90,11 +90,18 @@ class ModelInit:
     notes: tuple[str, ...]
     rope_exact: bool = True
     proof: Replay | None = None
+    block_configs: tuple = ()
+
+    def __post_init__(self):
+        if not self.block_configs:
+            object.__setattr__(self, "block_configs", (self.config,) * self.depth)
 
     @property
     def unit_gains(self) -> bool:
-        """Whether every normalisation has gain 1 and bias 0 (what the maps assume)."""
-        return bool((self.params.ln_gain == 1).all() and (self.params.ln_bias == 0).all())
+        """Whether every normalisation (QK-norms included) has gain 1 and bias 0 (what the maps assume)."""
+        p = self.params
+        return bool((p.ln_gain == 1).all() and (p.ln_bias == 0).all() and (p.q_gain == 1).all()
+                    and (p.k_gain == 1).all())
 
     def predict(self, rho0: float, *, T: int, q0: float = 1.0, samples: int = 512, generator=0,
                 ignore_rope: bool = False) -> np.ndarray:
@@ -121,10 +128,11 @@ class ModelInit:
         if self.identical_blocks:
             raise ValueError("all blocks have identical weights, and the theory describes independent blocks: "
                              "re-initialise them (sp.reinitialise) first")
-        config = self.config
-        if config.positions == "rope" and ignore_rope:
-            config = dataclasses.replace(config, positions="none", rope_freqs=None)
-        if config.causal or config.positions == "rope":
+        configs = self.block_configs
+        if configs[0].positions == "rope" and ignore_rope:
+            configs = tuple(dataclasses.replace(c, positions="none", rope_freqs=None) for c in configs)
+        config = configs[0]
+        if len(set(configs)) > 1 or config.causal or config.positions == "rope" or config.logit_cap is not None:
             samples = check_int(samples, "samples", minimum=2)
             need = 8 * 6 * samples * T * T
             if need > _PREDICT_BYTES:
@@ -132,7 +140,7 @@ class ModelInit:
                                  f"{need / 2**30:.3g} GiB (limit {_PREDICT_BYTES / 2**30:.0f} GiB): use fewer tokens "
                                  "or samples")
             G0 = q0 * ((1.0 - rho0) * np.eye(T) + rho0)
-            return iterate_gram_map(G0, self.depth, config, samples=samples, generator=generator).mean_cosine()
+            return iterate_gram_map(G0, self.depth, configs, samples=samples, generator=generator).mean_cosine()
         q, p = iterate_block_map(q0, q0 * rho0, self.depth, config, T=T)
         return p / q
 
@@ -152,13 +160,18 @@ def model_blocks(model, blocks):
     return adapter, [describe_block(b, adapter.rotary) for b in adapter.blocks]
 
 
+#: Fields that may differ from block to block (Gemma2/3's local and global layers): where each block's tokens see.
+POSITIONAL = ("window", "rope", "rope_freqs")
+
+
 def architecture(p) -> dict:
-    """What must agree between blocks (and with a config): the block's shape and parts."""
+    """What must agree between blocks (and with a config), the fields of ``POSITIONAL`` aside: the block's parts."""
     rope = None if p.rope is None else (p.rope[0], p.rope[1])
     return dict(d=p.d, heads=p.heads, kv_heads=p.kv_heads, head_dim=p.head_dim, value_dim=p.value_dim,
                 hidden=p.hidden, norm=p.norm, ln_center=p.norm_kind == "layer", activation=p.activation,
                 gated=p.gated, parallel=p.parallel, causal=p.causal, window=p.window, rope=rope,
-                rope_freqs=p.rope[4] if p.rope is not None else None, branch=p.branch)
+                rope_freqs=p.rope[4] if p.rope is not None else None, branch=p.branch, qk_norm=p.qk_norm,
+                branch_norm=p.branch_norm, logit_cap=p.logit_cap)
 
 
 def _variances(parts) -> dict:
@@ -207,7 +220,7 @@ def _notes(parts, per, branch):
     if first.rope is None and any(_ms(p.tensor("b_k")) > 0 for p in parts if p.views.get("b_k") is not None):
         notes.append("key biases are not zero: without rotary embeddings each adds one logit to a whole attention "
                      "row, which the softmax removes (read, not needed by the maps)")
-    if not all(n.identity for p in parts for n in p.norms):
+    if not all(n.identity for p in parts for n in (*p.present_norms, *p.qk_norms)):
         notes.append("normalisation gains or biases are not the identity: not modelled by the maps (params carries "
                      "them; predict refuses until sp.reinitialise writes unit gains)")
     if first.eps > _EPS_NOTE:
@@ -245,7 +258,7 @@ def read_init(model: nn.Module, *, blocks=None) -> ModelInit:
 def prove(model, adapter, parts, init) -> ModelInit:
     """``init`` with its replay proof, or a refusal giving the largest discrepancy and where."""
     with threads_for(2 * init.config.d ** 2 * 16):
-        proof = replay(model, adapter, parts, init.config, init.params)
+        proof = replay(model, adapter, parts, init.block_configs, init.params)
     if not proof.proved:
         raise ValueError(f"the reading of {type(adapter.blocks[proof.block]).__name__} (layout {init.family!r}) is not "
                          f"proved: sigprop's block built from it, with the model's own weights, differs from the "
@@ -259,7 +272,7 @@ def _read(parts) -> ModelInit:
     first = architecture(parts[0])
     for p in parts[1:]:
         arch = architecture(p)
-        differ = [k for k in first if arch[k] != first[k]]
+        differ = [k for k in first if arch[k] != first[k] and k not in POSITIONAL]
         if differ:
             raise ValueError(f"the blocks differ in {', '.join(differ)} (e.g. {differ[0]} = {first[differ[0]]} and "
                              f"{arch[differ[0]]}); read them separately (blocks=[...])")
@@ -281,17 +294,28 @@ def _read(parts) -> ModelInit:
     if identical:
         notes.append("all blocks have identical weights (torch.nn.TransformerEncoder deep-copies its layer): the "
                      "theory assumes independent blocks; re-initialise them (sp.reinitialise) for it to apply")
-    rope = {} if p0.rope is None else dict(positions="rope", rope_theta=p0.rope[0], rope_fraction=p0.rope[1],
-                                            rope_freqs=p0.rope[4])
     m_sa, m_mlp = p0.branch
     config = BlockConfig(
         d=p0.d, heads=p0.heads, d_k=None if p0.head_dim * p0.heads == p0.d else p0.head_dim,
         d_v=None if p0.value_dim * p0.heads == p0.d else p0.value_dim, d_ff=p0.hidden,
         kv_heads=None if p0.kv_heads == p0.heads else p0.kv_heads, norm=p0.norm, activation=p0.activation,
-        causal=p0.causal, window=p0.window, ln_center=p0.norm_kind == "layer", norm_eps=p0.eps, gated=p0.gated,
+        causal=p0.causal, ln_center=p0.norm_kind == "layer", norm_eps=p0.eps, gated=p0.gated,
         parallel=p0.parallel, branch_sa=m_sa * (1.0 if branch is None else branch), branch_mlp=m_mlp,
-        logit_scale=float(p0.scale), **rope, **pooled)
-    return ModelInit(config, per, _params(parts, branch), p0.layout, len(parts), identical, tuple(notes))
+        logit_scale=float(p0.scale), qk_norm=p0.qk_norm, branch_norm=p0.branch_norm, logit_cap=p0.logit_cap,
+        qk_norm_eps=max([n.eps for n in p0.qk_norms], default=0.0), **_positional(p0), **pooled)
+    blocks = tuple(dataclasses.replace(config, **_positional(p)) for p in parts)
+    if len(set(blocks)) > 1:
+        notes.append("blocks differ in where their tokens see (windows, rotary bases: local and global layers): "
+                     "predict runs each block's own Gram-matrix map")
+    return ModelInit(blocks[0], per, _params(parts, branch), p0.layout, len(parts), identical, tuple(notes),
+                     block_configs=blocks)
+
+
+def _positional(p) -> dict:
+    """The ``POSITIONAL`` fields of a block's config."""
+    rope = dict(positions="none", rope_freqs=None) if p.rope is None else dict(
+        positions="rope", rope_theta=p.rope[0], rope_fraction=p.rope[1], rope_freqs=p.rope[4])
+    return dict(window=p.window, **rope)
 
 
 def _or_zeros(t, shape):
@@ -308,8 +332,11 @@ def _params(parts, branch):
         t = torch.stack([p.tensor(role).detach().double().cpu() for p in parts]) / scale
         return (t if shape is None else t.reshape(len(parts), *shape))[None]
 
-    gains = torch.stack([torch.stack([n.gain for n in p.norms]) for p in parts])[None]
-    biases = torch.stack([torch.stack([n.bias for n in p.norms]) for p in parts])[None]
+    one, zero = torch.ones(p0.d, dtype=torch.float64), torch.zeros(p0.d, dtype=torch.float64)
+    gains = torch.stack([torch.stack([one if n is None else n.gain for n in p.norms]) for p in parts])[None]
+    biases = torch.stack([torch.stack([zero if n is None else n.bias for n in p.norms]) for p in parts])[None]
+    qk = {} if not p0.qk_norms else dict(q_gain=torch.stack([p.qk_norms[0].gain for p in parts])[None],
+                                          k_gain=torch.stack([p.qk_norms[1].gain for p in parts])[None])
     return TransformerParams(
         w_q=stack("w_q", (H, dk, p0.d)), w_k=stack("w_k", (G, dk, p0.d)), w_v=stack("w_v", (G, dv, p0.d)),
         w1=stack("w1"), b1=_or_zeros(stack("b1"), (1, len(parts), p0.hidden)), w2=stack("w2"),
@@ -317,4 +344,4 @@ def _params(parts, branch):
         w_o=torch.zeros(1, len(parts), 0, 0, dtype=torch.float64) if branch is not None else stack("w_o"),
         b_v=stack("b_v", (G, dv)), b_o=stack("b_o", scale=1.0 if branch is None else branch),
         w3=stack("w3"), b3=stack("b3"), b_q=stack("b_q", (H, dk)), b_k=stack("b_k", (G, dk)),
-        ln_gain=gains, ln_bias=biases)
+        ln_gain=gains, ln_bias=biases, **qk)

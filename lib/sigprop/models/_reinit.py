@@ -29,17 +29,22 @@ from torch import nn
 from ..block import BlockConfig
 from ..stats._config import threads_for
 from ..stats._random import as_generator
-from ._real import _read, architecture, model_blocks, prove
+from ._real import POSITIONAL, _read, architecture, model_blocks, prove
 
 __all__ = ["reinitialise"]
 
 
 def check_writable(parts, c):
-    """The model's blocks have ``c``'s architecture, and every part ``c`` gives a variance exists in them."""
+    """The model's blocks have ``c``'s architecture, and every part ``c`` gives a variance exists in them. Where the
+    blocks differ in where their tokens see (``POSITIONAL``: Gemma2/3's local and global layers), those fields are
+    the model's and are not compared (the weights written do not depend on them)."""
     want = dict(d=c.d, heads=c.heads, kv_heads=c.group_count, head_dim=c.head_dim, value_dim=c.value_dim,
                 hidden=c.hidden, norm=c.norm, activation=c.activation, gated=c.gated, parallel=c.parallel,
-                causal=c.causal, window=c.window,
+                causal=c.causal, window=c.window, qk_norm=c.qk_norm, branch_norm=c.branch_norm, logit_cap=c.logit_cap,
                 rope=(c.rope_theta, c.rope_fraction) if c.positions == "rope" else None, rope_freqs=c.rope_freqs)
+    if len({tuple(str(architecture(p)[k]) for k in POSITIONAL) for p in parts}) > 1:
+        for k in POSITIONAL:
+            want.pop(k)
     for p in parts:
         got = architecture(p)
         if got["rope"] is not None and want["rope"] is not None:  # a float round trip of the base
@@ -148,5 +153,5 @@ def _write(parts, c, put, scales):
             put(v["b_q"], c.sigma_bqk2)
         if c.key_bias_variance > 0:
             put(v.get("b_k"), c.key_bias_variance)
-        for n in p.norms:
+        for n in (*p.present_norms, *p.qk_norms):
             n.reset()

@@ -111,10 +111,11 @@ def _adapter_ctx(adapter, x):
 
 
 @torch.no_grad()
-def replay(model: nn.Module, adapter, parts, config, params) -> Replay:
-    """Replay every block of ``model`` with sigprop's block of ``config`` and ``params`` (module docstring)."""
+def replay(model: nn.Module, adapter, parts, configs, params) -> Replay:
+    """Replay every block of ``model`` with sigprop's block of ``configs`` (one per block) and ``params`` (module
+    docstring)."""
     T = _replay_T(parts)
-    d = config.d
+    d = configs[0].d
     x = torch.randn(2, T, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     calls = _captured_calls(model, adapter, x) if own_forward(model, adapter) else None
     ctx = None if calls is not None else _adapter_ctx(adapter, x)
@@ -128,7 +129,7 @@ def replay(model: nn.Module, adapter, parts, config, params) -> Replay:
                     y = hidden_of(b64(x, *_cast(args[1:]), **_cast(kwargs)))
                 else:
                     y = adapter.run(b64, x, ctx(block))
-                mine = apply_block(x[None], params, config, i)[0]
+                mine = apply_block(x[None], params, configs[i], i)[0]
             except Exception as e:   # the block cannot even be run as read: not proved, say why
                 raise ValueError(f"the reading of {type(block).__name__} could not be replayed in float64 "
                                  f"({type(e).__name__}: {str(e)[:300]}): not read") from e
