@@ -7,6 +7,14 @@ between points) and ``F`` a margin of mean 0 and variance 1 (a Gaussian copula),
 ``s = 0.25`` (skewness 0.78) and ``s = 0.5`` (1.75), exponential (2). The grid: the four margins x
 ``phi`` in {0.5, 0.9} x ``n`` in {16, 64}, at level 0.01 with the default 1999 sign-flip resamples.
 
+Beyond the grid (:data:`EXTRA`), the cases issue 37 found rejected too often: a skewness that changes sign along
+the curve (``mixed``: exponential rows, mirrored on the second half of the points; also with independent points,
+``phi = 0``), :math:`\chi^2_1` rows (skewness 2.8, bounded below: by chance a point's values lie close together
+and Student's t reaches -30) at ``n = 12``, lattice-valued rows -- Bernoulli(0.1) indicators at ``n = 20``
+(a point is all zeros with probability 0.12), a Gaussian rounded to half its SD (ties) at ``n = 10`` -- and
+low-precision samples (``bfloat16``: ``1 + 0.03 sigma_j g`` rounded to bfloat16, 0.3 % to 3 % spread on a
+lattice of 0.4 % to 0.8 %, tested against the exact mean of the rounded values).
+
 ``python -m sigprop.stats._calibration [--datasets 2000] [--out FILE]`` runs the whole study (about 40
 minutes on two busy cores) and writes :data:`RECORD`; ``tests/test_agreement.py`` reruns a share of every
 cell and checks it against the record (in distribution: binomial standard errors), and checks the record
@@ -20,11 +28,13 @@ import json
 import math
 import pathlib
 import platform
+import subprocess
+import sys
 import time
 
 import numpy as np
 import torch
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
 from ._agreement import curve_agreement
 
@@ -35,12 +45,19 @@ K = 60
 SIGMA = np.linspace(0.1, 1.0, K)
 #: Margins: name -> (description, skewness).
 MARGINS = {"gauss": ("Gaussian", 0.0), "lognormal-0.25": ("log-normal, s = 0.25", 0.78),
-           "lognormal-0.5": ("log-normal, s = 0.5", 1.75), "exponential": ("exponential", 2.0)}
+           "lognormal-0.5": ("log-normal, s = 0.5", 1.75), "exponential": ("exponential", 2.0),
+           "lognormal-1.0": ("log-normal, s = 1", 6.2), "mixed": ("exponential, mirrored on half the points", None),
+           "chi2": ("chi^2_1", 2.83), "bernoulli-0.1": ("Bernoulli(0.1) indicators", 2.67),
+           "rounded-0.5": ("Gaussian rounded to 0.5 SD", 0.0), "bfloat16": ("1 + 0.03 sigma g in bfloat16", 0.0)}
 #: The grid of the issue: margin x AR(1) phi x initialisations n.
-GRID = [(m, phi, n) for m in MARGINS for phi in (0.5, 0.9) for n in (16, 64)]
+GRID = [(m, phi, n) for m in ("gauss", "lognormal-0.25", "lognormal-0.5", "exponential") for phi in (0.5, 0.9)
+        for n in (16, 64)]
 #: Beyond the grid: a skewness that changes sign along the curve (where the per-point calibration decides),
 #: a strongly skewed log-normal (s = 1, skewness 6.2) and the smallest n of level 0.01.
-EXTRA = [("mixed", 0.5, 16), ("mixed", 0.5, 64), ("lognormal-1.0", 0.5, 16), ("exponential", 0.5, 10)]
+EXTRA = [("mixed", 0.5, 16), ("mixed", 0.5, 64), ("lognormal-1.0", 0.5, 16), ("exponential", 0.5, 10),
+         # issue 37: sign-changing skewness over independent points, chi^2_1 rows, lattice values, bfloat16
+         ("mixed", 0.0, 16), ("mixed", 0.9, 16), ("chi2", 0.5, 12), ("chi2", 0.0, 12), ("bernoulli-0.1", 0.5, 20),
+         ("rounded-0.5", 0.5, 10), ("bfloat16", 0.5, 16)]
 #: The committed run of the whole study.
 RECORD = pathlib.Path(__file__).parent / "records" / "size_study.json"
 #: The alternatives of tests/test_agreement.py (Gaussian rows): name -> (phi, deviation in units of the SE).
@@ -67,16 +84,41 @@ def _margin(g: np.ndarray, margin: str) -> np.ndarray:
         e = -np.log1p(-ndtr(g)) - 1.0
         e[..., K // 2:] *= -1.0
         return e
+    if margin == "chi2":
+        return (g * g - 1.0) / math.sqrt(2.0)
+    if margin == "bernoulli-0.1":
+        return ((g > ndtri(0.9)).astype(float) - 0.1) / 0.3
+    if margin == "rounded-0.5":  # symmetric about 0: the rounded values keep mean 0
+        return np.round(2.0 * g) / 2.0
     raise ValueError(f"margin must be one of {', '.join(MARGINS)}; got {margin!r}")
 
 
+def _bfloat16_mean(mu: float, sd: np.ndarray) -> np.ndarray:
+    """Exact mean of ``N(mu, sd^2)`` rounded to bfloat16 (to nearest), per ``sd``: sum over the lattice values
+    ``v`` of ``v P(v)``, ``P`` the normal mass of ``v``'s rounding cell (midpoints to its neighbours)."""
+    lo, hi = torch.tensor([mu - 12 * sd.max(), mu + 12 * sd.max()], dtype=torch.bfloat16).view(torch.int16).tolist()
+    v = torch.arange(lo - 1, hi + 2, dtype=torch.int16).view(torch.bfloat16).double().numpy()  # positive values
+    edges = (v[1:] + v[:-1]) / 2
+    cdf = ndtr((edges[None] - mu) / sd[:, None])
+    mass = np.diff(np.concatenate([np.zeros((len(sd), 1)), cdf, np.ones((len(sd), 1))], axis=1), axis=1)
+    return mass @ v
+
+
+def _bfloat16_rows(g: np.ndarray) -> np.ndarray:
+    """Deviations of ``1 + 0.03 sigma_j g`` in bfloat16 from their exact mean (float64, the lattice kept)."""
+    sd = 0.03 * SIGMA
+    x = torch.from_numpy(1.0 + g * sd).to(torch.bfloat16).double().numpy()
+    return x - _bfloat16_mean(1.0, sd)
+
+
 def datasets(margin: str, phi: float, n: int, m: int, *, seed: int, start: int = 0) -> np.ndarray:
-    """Datasets ``start .. start + m - 1`` of a cell, ``(m, n, K)``: dataset ``i`` from seed ``(seed, i)``."""
+    """Datasets ``start .. start + m - 1`` of a cell, ``(m, n, K)``: dataset ``i`` from seed ``(seed, i)``,
+    deviations from the true curve."""
     out = np.empty((m, n, K))
     factor = _factor(phi)
     for i in range(m):
         g = np.random.default_rng([seed, start + i]).standard_normal((n, K)) @ factor.T
-        out[i] = _margin(g, margin) * SIGMA
+        out[i] = _bfloat16_rows(g) if margin == "bfloat16" else _margin(g, margin) * SIGMA
     return out
 
 
@@ -108,8 +150,22 @@ def study(m: int, power_m: int = 300) -> dict:
                               "power": r / power_m})
                 print(json.dumps(power[-1]), flush=True)
     return {"meta": {"level": 0.01, "k": K, "n_resamples": 1999, "method": "signflip", "seed": 2026,
-                     "date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "torch": torch.__version__},
+                     "date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "torch": torch.__version__,
+                     **_commit()},
             "cells": cells, "power": power}
+
+
+def _commit() -> dict:
+    """The git commit of this folder and whether its code (the curve test) had uncommitted changes."""
+    here = pathlib.Path(__file__).parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=here,
+                                timeout=10).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
+                                    cwd=here, timeout=10).stdout.strip()) if commit else None
+    except (OSError, subprocess.SubprocessError):
+        commit = dirty = None
+    return {"git_commit": commit, "stats_code_uncommitted": dirty}
 
 
 def load_record(path=RECORD) -> dict:
@@ -129,6 +185,7 @@ def main(argv=None) -> None:
     if not out.parent.is_dir():
         parser.error(f"--out: no folder {str(out.parent)!r}")
     result = study(args.datasets, args.power_datasets)
+    result["meta"]["command"] = "python -m sigprop.stats._calibration " + " ".join(sys.argv[1:] if argv is None else argv)
     out.write_text(json.dumps(result, indent=1) + "\n")
 
 

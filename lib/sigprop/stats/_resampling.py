@@ -6,9 +6,9 @@ their min-P calibration (Westfall & Young 1993). See ``sigprop.stats._agreement`
 
 Every statistic is a function of the power sums :math:`S_p=\frac1n\sum_i d_i^p` (``p = 1, 2, 3``) of each point's
 deviations: a sign flip changes the odd sums only (``S_p^* = \epsilon^{\odot p}\cdot d^p / n``), a bootstrap
-resample reweights rows (``S_p^* = c\cdot d^p / n``), so both are matrix products. The sign-flip z-scores are
-corrected for the rows' skewness (:func:`skew_corrected_z`: Hall's 1992 monotone cubic transform, with the
-curve's pooled skewness, and with each point's own where they differ: :func:`skew_spread`).
+resample reweights rows (``S_p^* = c\cdot d^p / n``), so both are matrix products. The sign-flip test scores each
+point by its self-normalised sum corrected for the rows' skewness (:func:`skew_corrected_z`: Hall's 1992 monotone
+cubic transform, with the curve's pooled skewness, and with each point's own where they differ: :func:`skew_spread`).
 """
 from __future__ import annotations
 
@@ -64,28 +64,51 @@ def skewness(S, vary):
         return np.where(vary & (M2 > 0), M3 / np.where(M2 > 0, M2, 1.0) ** 1.5, 0.0)
 
 
-def skew_corrected_z(S, n, vary, skew="pooled"):
-    r"""z-scores ``(..., k)`` from power sums ``S`` (``[mean(d), mean(d^2), mean(d^3)]``, each ``(..., k)``).
+def self_normalised(S, n):
+    r"""The self-normalised sum :math:`V=\sqrt n\,S_1/\sqrt{S_2}` of each point (0 where every deviation is 0).
 
-    ``skew``: Hall's (1992) transform :math:`z + b + 2bz^2 + \tfrac43 b^2z^3` with
-    :math:`b=\hat\gamma/(6\sqrt n)`, monotone in ``z`` (its derivative is :math:`(1+2bz)^2`); it removes the
-    :math:`O(n^{-1/2})` skewness term of the studentised mean's law (Edgeworth: :math:`P(z\le x)=\Phi(x)+
-    \frac{\gamma}{6\sqrt n}(2x^2+1)\phi(x)+O(n^{-1})`), whose bias :math:`-\gamma/(2\sqrt n)` adds up
-    coherently over weakly correlated points. ``"pooled"``: :math:`\hat\gamma` the mean sample skewness of the
-    points (one skewness for the curve: its noise at small ``n`` averages out); ``"point"``: each point's own;
-    None: no correction. Infinite z (points with no spread that disagree) stay infinite.
+    :math:`S_2` is the second moment about the *theory*, not about the sample mean, so :math:`|V|\le\sqrt n`
+    (Cauchy-Schwarz; equality when every deviation has the same value). :math:`V` is a monotone function of
+    Student's :math:`t`, :math:`t=V\sqrt{(n-1)/(n-V^2)}` (Efron 1969), so a single point is tested alike by
+    either; they differ by :math:`O(1/n)` where :math:`|t|` is moderate, which leaves the :math:`O(n^{-1/2})`
+    Edgeworth term, and Hall's correction of it, the same. Where they differ is where a point's values happen to
+    lie close together: skewed rows (a :math:`\chi^2_1` margin at its lower bound, a Bernoulli point whose 20
+    draws are all 0) give :math:`|t|` of 30 to infinity by chance, which no sign flip reproduces, and a sum over
+    points of such :math:`t` is decided by that one point (issue 37, item 3). :math:`V` stays bounded.
     """
-    M2 = _central(S)[0]
-    z = _z(S[0], n / (n - 1) * np.clip(M2, 0.0, None), n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = S[0] * math.sqrt(n) / np.sqrt(S[1])
+    return np.where(S[1] > 0, v, 0.0)
+
+
+def skew_corrected_z(S, n, vary, skew="pooled"):
+    r"""Scores ``(..., k)`` of each point from power sums ``S`` (``[mean(d), mean(d^2), mean(d^3)]``, each
+    ``(..., k)``): the self-normalised sum :func:`self_normalised` (bounded by :math:`\sqrt n`), corrected for
+    skewness.
+
+    ``skew``: Hall's (1992) transform :math:`V + b + 2bV^2 + \tfrac43 b^2V^3` with
+    :math:`b=\hat\gamma/(6\sqrt n)`, monotone in ``V`` (its derivative is :math:`(1+2bV)^2`); it removes the
+    :math:`O(n^{-1/2})` skewness term of the studentised mean's law (Edgeworth: :math:`P(t\le x)=\Phi(x)+
+    \frac{\gamma}{6\sqrt n}(2x^2+1)\phi(x)+O(n^{-1})`, the same for :math:`V`), whose bias
+    :math:`-\gamma/(2\sqrt n)` adds up coherently over weakly correlated points. ``"pooled"``: :math:`\hat\gamma`
+    the mean sample skewness of the points (one skewness for the curve: its noise at small ``n`` averages out);
+    ``"point"``: each point's own; None: :math:`V` with no correction (the bootstrap, whose resamples carry the
+    skewness themselves).
+    """
+    v = self_normalised(S, n)
     if skew is None:
-        return z
+        return v
     g = skewness(S, vary)
     if skew == "pooled":
         g = np.broadcast_to(g.sum(-1, keepdims=True) / max(int(vary.sum()), 1), g.shape)
     b = g / (6.0 * math.sqrt(n))
-    with np.errstate(invalid="ignore", over="ignore"):
-        zc = z + b + 2.0 * b * z * z + (4.0 / 3.0) * b * b * z**3
-    return np.where(np.isfinite(z), zc, z)
+    return v + b + 2.0 * b * v * v + (4.0 / 3.0) * b * b * v**3
+
+
+def plain_z(S, n):
+    """Each point's z-score ``(mean - theory) / SE`` (Student's t, as :meth:`Estimate.zscore`): what the result
+    reports; +-inf for a point with no spread off the theory."""
+    return _z(S[0], n / (n - 1) * np.clip(_central(S)[0], 0.0, None), n)
 
 
 def observed_sums(d):
@@ -117,8 +140,10 @@ def skew_spread(S, n, vary) -> float:
 
 
 def _bootstrap_stats(centred, counts, u, vary):
-    """Studentised statistics z* = sqrt(n)(mean* - mean)/s* of rows resampled with ``counts`` (no skewness
-    correction: the bootstrap-t reproduces the skewness itself)."""
+    """Statistics of the self-normalised sums ``V* = sqrt(n) mean(c*) / sqrt(mean(c*^2))`` of the centred rows
+    ``c = d - mean(d)`` resampled with ``counts``: per point a monotone function of the bootstrap-t's
+    ``t* = sqrt(n)(mean* - mean)/s*`` (the same test for one point), bounded where ``t*`` is infinite (a resample
+    of one repeated value). No skewness correction: the resamples reproduce the skewness themselves."""
     n, k = centred.shape
     sq = centred * centred
     chunk = max(1, _CHUNK_ELEMENTS // max(n, k))
