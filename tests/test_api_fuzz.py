@@ -141,6 +141,9 @@ SPECS = {
     # the REM
     "mc_cross_overlap": Spec(sp.mc_cross_overlap, (2.0,), {"T": 16, "n": 8, "p": 0.2, "generator": 0, "device": "cpu"},
                               {0: "real", "T": "size", "n": "size", "p": "real", "q": "real", "generator": "seed"}),
+    "mc_capped_ipr": Spec(sp.mc_capped_ipr, (2.0,), {"T": 16, "cap": 2.0, "n": 8, "p": 0.2, "generator": 0},
+                          {0: "real", "T": "size", "cap": "real", "n": "size", "p": "real", "q": "real",
+                           "generator": "seed"}),
     "mc_rem_moments": Spec(sp.mc_rem_moments, (2.0,), {"T": 16, "n": 8, "generator": 0, "device": "cpu"},
                            {0: "real", "T": "size", "n": "size", "q": "real", "generator": "seed"}),
     # attention
@@ -220,6 +223,8 @@ SPECS = {
                              {"samples": 8, "generator": 0}, {1: "size", "samples": "size", "generator": "seed"}),
     "rem_moments": Spec(th.rem_moments, (2.0,), {"T": 64}, {0: "real", "T": "real", "q": "real", "p": "real"}),
     "cross_overlap": Spec(th.cross_overlap, (2.0, 16), {"p": 0.3}, {0: "real", 1: "real", "p": "real", "q": "real"}),
+    "capped_ipr": Spec(th.capped_ipr, (2.0, 16, 2.0), {"p": 0.2},
+                       {0: "real", 1: "real", 2: "real", "p": "real", "q": "real"}),
     "attention_map": Spec(th.attention_map, (1.0, 0.2), {"beta": 2.0},
                           {0: "real", 1: "real", "beta": "real", "sigma_v2": "real", "gain_control": "flag",
                            "T": "real", "y2": "real", "cross_overlap": "option"}),

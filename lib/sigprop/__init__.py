@@ -44,6 +44,7 @@ from .inputs._language import (
     load_text_corpus as load_text_corpus,
 )
 from .attention._rem import mc_rem_moments as mc_rem_moments
+from .attention._capped import mc_capped_ipr as mc_capped_ipr
 from .attention._cross import mc_cross_overlap as mc_cross_overlap
 from .attention._layer import (
     self_attention as self_attention, layer_norm as layer_norm, attention_weights as attention_weights,
@@ -123,7 +124,7 @@ __all__ = [
     "use_book_style", "token_overlaps", "cosine_matrix", "mean_cosine", "attention_ipr", "attention_entropy",
     "cross_token_covariance", "stable_rank", "gaussian_tokens", "equicorrelated_tokens", "orthogonal_tokens",
     "random_walk_tokens", "exact_equicorrelated_tokens", "MarkovSource", "MaskedTask", "TextCorpus",
-    "load_text_corpus", "mc_cross_overlap", "mc_rem_moments", "self_attention", "layer_norm",
+    "load_text_corpus", "mc_cross_overlap", "mc_rem_moments", "mc_capped_ipr", "self_attention", "layer_norm",
     "attention_weights", "sample_scores", "mc_attention_layer", "AttentionLayerStats", "mc_attention_ipr",
     "mc_ipr_finite_width", "query_jacobian_sq_norm", "mc_rem_query_grad_sq_norm", "BlockConfig", "TransformerParams",
     "sample_transformer", "transformer_forward", "mc_cosine_vs_depth", "CosineCurve", "Overlaps",

@@ -25,6 +25,7 @@ from .attention._rem import (
     beta_c as beta_c, ipr as ipr, ipr_finite as ipr_finite, rem_moments as rem_moments,
 )
 from .attention._cross import cross_overlap as cross_overlap
+from .attention._capped import capped_ipr as capped_ipr
 from .attention._layer import (
     score_covariance as score_covariance, attention_map as attention_map, cosine_map as cosine_map,
 )
@@ -82,7 +83,7 @@ from .attention._dictionary import (
 )
 
 __all__ = [
-    "beta_c", "ipr", "ipr_finite", "rem_moments", "cross_overlap", "score_covariance", "attention_map",
+    "beta_c", "ipr", "ipr_finite", "rem_moments", "cross_overlap", "capped_ipr", "score_covariance", "attention_map",
     "cosine_map", "rem_query_grad_sq_norm", "block_map", "iterate_block_map", "mlp_map", "relu_kernel",
     "activation_kernel", "gram_block_map", "iterate_gram_map", "causal_ipr", "trainability_diagram",
     "cosine_vs_depth", "critical_alpha_sa", "uniform_gram_sum", "uniform_sq_norm", "uniform_mean_correlation",
