@@ -335,6 +335,10 @@ def test_plots_draw_without_error():
     run.unigram_loss, run.bayes_loss, run.settings = 2.5, 0.7, {"T": 16}
     fig2 = sp.course.plot_training({"a": run}, {"a": "C0"})
     assert len(fig2.axes) == 4
+    overview = sp.course.overview_figure(depth=8)             # the introduction's figure, drawn from the theory
+    assert len(overview.axes) == 5                            # the diagram, two attention matrices, two notes
+    from sigprop.course._plots import OVERVIEW
+    assert (pathlib.Path(__file__).resolve().parents[1] / OVERVIEW).is_file(), f"{OVERVIEW}: regenerate it"
     plt.close("all")
 
 
@@ -357,6 +361,14 @@ def test_curve_power_rejects_a_large_offset_and_keeps_the_level_without_one():
     assert float(big.mean) == 1.0 and float(none.mean) <= 0.1 and big.n == 10
     more = sp.course.curve_power(rows, theory, size=3.0, n=40, repeats=10, generator=0)   # the same offset, more rows
     assert float(more.mean) >= float(sp.course.curve_power(rows, theory, size=3.0, repeats=10, generator=0).mean)
+    depth = sp.course.depth_power(rows, theory, size=30.0, repeats=10, generator=0)     # block 0 left out
+    assert float(depth.mean) == 1.0
+    with pytest.raises(ValueError, match="depth"):
+        sp.course.depth_power(rows, theory[:3])
+    rejected = sp.course.curve_test(rows + 1.0, theory)
+    assert not rejected.passed and sp.course.power_text(rejected, rows, theory) == "—"
+    accepted = sp.course.curve_test(rows, theory)
+    assert " ± " in sp.course.power_text(accepted, rows, theory, repeats=10)
     with pytest.raises(ValueError, match="at least 13"):
         sp.course.curve_power(rows, theory, n=12)
     with pytest.raises(ValueError, match="one value per point"):

@@ -35,13 +35,16 @@ from ._records import (
 )
 from ._typeset import typeset as typeset
 from ._numbered import Table as Table, table as table
-from ._power import curve_power as curve_power, offset_alternative as offset_alternative
+from ._power import (
+    POWER_REPEATS as POWER_REPEATS, curve_power as curve_power, depth_power as depth_power,
+    offset_alternative as offset_alternative, power_text as power_text,
+)
 from ._ledger import (
     ledger_provenance as ledger_provenance, ledger_summary as ledger_summary, ledger_table as ledger_table,
 )
 from ._plots import (
-    PHASE_COLORS as PHASE_COLORS, PHASE_COLORS_PALE as PHASE_COLORS_PALE, plot_diagram as plot_diagram,
-    plot_training as plot_training,
+    PHASE_COLORS as PHASE_COLORS, PHASE_COLORS_PALE as PHASE_COLORS_PALE, overview_figure as overview_figure,
+    plot_diagram as plot_diagram, plot_training as plot_training,
 )
 from ._layers import mc_layer_ipr as mc_layer_ipr, mc_overlap_ratio_vs_depth as mc_overlap_ratio_vs_depth
 from ._explorer import Exploration as Exploration, explore as explore

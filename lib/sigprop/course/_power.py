@@ -31,11 +31,14 @@ import torch
 
 from ..stats._estimate import Estimate, estimate
 from ..stats._random import as_generator
-from ._tables import curve_test
+from ._tables import curve_test, pm
 
 __all__: list[str] = []
 __theory__: list[str] = []
-__course__ = ["curve_power", "offset_alternative"]
+__course__ = ["curve_power", "depth_power", "offset_alternative", "power_text", "POWER_REPEATS"]
+
+#: Simulated curves per power on a page (quick profile: the power to about +-0.08; full: +-0.03)
+POWER_REPEATS = 40
 
 
 def _rows(samples) -> torch.Tensor:
@@ -63,7 +66,7 @@ def offset_alternative(samples, *, size: float = 2.0, start: float = 0.5) -> np.
 
 
 def curve_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: int | None = None,
-                repeats: int = 200, generator=0) -> Estimate:
+                repeats: int = POWER_REPEATS, generator=0) -> Estimate:
     """The probability that the page's curve test rejects ``theory + offset`` (:func:`offset_alternative`), for
     Gaussian rows with the covariance of ``samples`` (rows ``(n0, k)`` or an Estimate with ``.samples``); ``n`` rows
     per simulated curve (default ``n0``). Returns a scalar :class:`~sigprop.Estimate`: the fraction of ``repeats``
@@ -86,3 +89,25 @@ def curve_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: in
         draw = torch.randn(n, n0, generator=g, dtype=torch.float64) @ centred / math.sqrt(n0 - 1) + shift
         rejected.append(0.0 if curve_test(draw, theory, generator=g).passed else 1.0)
     return estimate(torch.tensor(rejected, dtype=torch.float64))
+
+
+def depth_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: int | None = None,
+                repeats: int = POWER_REPEATS, generator=0) -> Estimate:
+    """:func:`curve_power` of the test :func:`~sigprop.course.depth_test` makes: a curve over depth from block 1 on
+    (column 0, the measured input, is no prediction and is left out, as there)."""
+    rows = _rows(samples)
+    theory = np.asarray(theory, dtype=float).reshape(-1)
+    if theory.shape != (rows.shape[1],) or rows.shape[1] < 2:
+        raise ValueError(f"need rows (n, depth + 1) and a curve (depth + 1,) with depth >= 1; got "
+                         f"{tuple(rows.shape)} and {theory.shape}")
+    return curve_power(rows[:, 1:], theory[1:], size=size, start=start, n=n, repeats=repeats, generator=generator)
+
+
+def power_text(test, samples, theory, *, depth: bool = False, repeats: int = POWER_REPEATS) -> str:
+    """A table's power cell for one check: "—" for a curve the test rejected (it found its offset), else the power
+    against 2 SE of the measurement over the last half of the curve, mean ± SE over ``repeats`` simulated curves.
+    ``depth=True`` for a check made with :func:`~sigprop.course.depth_test` (block 0 left out)."""
+    if not test.passed:
+        return "—"
+    power = (depth_power if depth else curve_power)(samples, theory, repeats=repeats)
+    return pm(power)
