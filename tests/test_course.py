@@ -351,15 +351,15 @@ def test_no_page_helper_is_a_private_name_of_another_module():
 
 def test_curve_power_rejects_a_large_offset_and_keeps_the_level_without_one():
     g = torch.Generator().manual_seed(3)
-    rows = torch.randn(13, 6, generator=g, dtype=torch.float64).cumsum(1) * 0.1      # correlated points
+    rows = torch.randn(24, 6, generator=g, dtype=torch.float64).cumsum(1) * 0.1      # correlated points
     theory = rows.mean(0).numpy()
     shift = sp.course.offset_alternative(rows, size=2.0, start=0.5)
-    se = rows.std(0).numpy() / np.sqrt(13)
+    se = rows.std(0).numpy() / np.sqrt(24)
     np.testing.assert_allclose(shift, np.r_[np.zeros(3), 2 * se[3:]])              # 2 SE on the last half only
     big = sp.course.curve_power(rows, theory, size=30.0, repeats=10, generator=0)
     none = sp.course.curve_power(rows, theory, size=1e-9, repeats=20, generator=0)
     assert float(big.mean) == 1.0 and float(none.mean) <= 0.1 and big.n == 10
-    more = sp.course.curve_power(rows, theory, size=3.0, n=40, repeats=10, generator=0)   # the same offset, more rows
+    more = sp.course.curve_power(rows, theory, size=3.0, n=60, repeats=10, generator=0)   # the same offset, more rows
     assert float(more.mean) >= float(sp.course.curve_power(rows, theory, size=3.0, repeats=10, generator=0).mean)
     depth = sp.course.depth_power(rows, theory, size=30.0, repeats=10, generator=0)     # block 0 left out
     assert float(depth.mean) == 1.0
