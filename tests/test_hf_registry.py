@@ -18,9 +18,10 @@ import hf_registry as R  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-#: Read and proved under both majors (issue 32's named list).
+#: Read and proved under both majors (issue 32's named list, and issue 33's families with QK-norm, sandwich norms and
+#: soft-caps).
 BUILT_FOR = ("llama", "qwen2", "mistral", "gpt_neox", "vit", "bert", "roberta", "gpt2", "deit", "stablelm", "gemma",
-             "granite", "olmo", "phi3")
+             "granite", "olmo", "phi3", "qwen3", "olmo2", "gemma2", "gemma3_text")
 
 
 @pytest.fixture(scope="module")

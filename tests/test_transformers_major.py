@@ -8,7 +8,8 @@ package index. It is kept under ``$SIGPROP_TEST_CACHE`` (default ``~/.cache/sigp
 requirement, Python and torch versions, so only the first run installs (about 2 minutes on the CI machine; later
 runs reuse it: about 1 minute for the tests themselves). Where the index cannot be reached the test is skipped with
 pip's message. Only the files that test HF models run there: tests/test_probe_families.py, tests/test_probe.py,
-tests/test_real.py, tests/test_models_edges.py and tests/test_hf_registry.py (every family of that major's registry).
+tests/test_real.py, tests/test_models_edges.py, tests/test_hf_registry.py (every family of that major's registry),
+tests/test_hf_families.py and tests/test_read_right.py.
 """
 import hashlib
 import os
@@ -28,7 +29,7 @@ MAJOR = int(transformers.__version__.split(".")[0])
 OTHER = "transformers>=5,<6" if MAJOR < 5 else "transformers>=4.44,<5"
 MOVING = ("transformers", "huggingface_hub", "tokenizers", "safetensors", "hf_xet")
 FILES = ["tests/test_probe_families.py", "tests/test_probe.py", "tests/test_real.py", "tests/test_models_edges.py",
-         "tests/test_hf_registry.py"]
+         "tests/test_hf_registry.py", "tests/test_hf_families.py", "tests/test_read_right.py"]
 
 
 def _environment() -> pathlib.Path:

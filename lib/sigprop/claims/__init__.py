@@ -106,7 +106,7 @@ def claim(*, id: str, document: str, source: str, claim: str, expected: str = "r
 def load() -> None:
     """Import the documents' claims modules (each registers its claims when imported)."""
     from . import (aghajanyan2025, bao2024, giorlandino_goldt2025, giorlandino_goldt2025_real,  # noqa: F401
-                   modern_models, noci2022)
+                   modern_blocks, modern_models, noci2022)
 
 
 def registry(document: str | None = None) -> list[Claim]:

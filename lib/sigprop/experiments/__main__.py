@@ -12,6 +12,8 @@
   (``._locater``; about a minute).
 * ``aghajanyan-sec9 [--out FILE] [--threads N]``: the Section 9 stand-in of Aghajanyan 2025 over training seeds
   (``._aghajanyan_sec9``; about half a minute).
+* ``hf-families [--out FILE]``: today's HF families' predictions against Monte Carlo of the HF models themselves
+  (``._hf_families``; a few CPU-minutes; needs transformers).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import time
 
 import torch
 
-from . import _aghajanyan_sec9, _locater
+from . import _aghajanyan_sec9, _hf_families, _locater
 from ._finite_size import CASES, SIZES, record_name, run_case, save
 from ._noci_fig10 import run as run_fig10
 from ._regimes import SIZES as REGIME_SIZES
@@ -80,6 +82,8 @@ def main(argv=None) -> int:
     fs.add_argument("--size", choices=SIZES, default="record")
     fs.add_argument("--out-dir", default=".", help="folder for finite_size_<case>_<size>.json (default: .)")
     fs.add_argument("--threads", type=_threads, default=1, help="torch threads (default 1)")
+    hf = sub.add_parser("hf-families", help="HF families' predictions against their own Monte Carlo")
+    hf.add_argument("--out", default=str(_hf_families.RECORD), help="JSON file to write (default: the committed record)")
     nf = sub.add_parser("noci-fig10", help="width ladder of Noci et al. 2022, Fig. 10")
     nf.add_argument("--out", default="noci2022_fig10_finite_size.json", help="JSON file to write")
     for name, module in (("locater", _locater), ("aghajanyan-sec9", _aghajanyan_sec9)):
@@ -116,6 +120,14 @@ def main(argv=None) -> int:
         module = _locater if args.experiment == "locater" else _aghajanyan_sec9
         result = module.run(command=command, progress=lambda msg: print(msg, flush=True))
         out.write_text(json.dumps(result, indent=1) + "\n")
+        print("written", out)
+        return 0
+
+    if args.experiment == "hf-families":
+        out = _writable_file(args.out)
+        record = _hf_families.run(out)
+        for e in record["entries"]:
+            print(f"{e['family']:9s} {str(e['scale']):8s} curve p = {e['p']:.4f} max |z| = {e['max_abs_z']:.2f}")
         print("written", out)
         return 0
 

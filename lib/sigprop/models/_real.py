@@ -157,7 +157,21 @@ def model_blocks(model, blocks):
     if any(p.is_meta for b in adapter.blocks for p in b.parameters()):
         raise ValueError("the model's parameters are on the meta device (shapes without values): materialise and "
                          "initialise it before reading its initialisation")
-    return adapter, [describe_block(b, adapter.rotary) for b in adapter.blocks]
+    inside = {id(m) for b in adapter.blocks for m in b.modules()}
+    rotaries = {n: m for n, m in model.named_modules() if type(m).__name__.endswith("RotaryEmbedding")
+                and id(m) not in inside}
+    return adapter, [describe_block(b, _rotary_for(b, rotaries, adapter.rotary)) for b in adapter.blocks]
+
+
+def _rotary_for(block, rotaries, default):
+    """The model-level rotary module of ``block``: the ``*local*`` one for a sliding-window layer where the model keeps
+    two (Gemma3 in transformers 4.x: ``rotary_emb`` and ``rotary_emb_local``), else the adapter's."""
+    sliding = any(getattr(m, "is_sliding", False) for m in block.modules())
+    local = [m for n, m in rotaries.items() if "local" in n.rsplit(".", 1)[-1]]
+    other = [m for n, m in rotaries.items() if "local" not in n.rsplit(".", 1)[-1]]
+    if sliding and local:
+        return local[0]
+    return default if default is not None or not other else other[0]
 
 
 #: Fields that may differ from block to block (Gemma2/3's local and global layers): where each block's tokens see.
