@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+import sigprop as sp
 from sigprop import claims
 from sigprop.claims import ClaimResult, Measured, Nature, Status, Uncertainty
 from sigprop.experiments import _aghajanyan_sec9, _locater, _regimes, provenance
@@ -244,3 +245,25 @@ def test_every_claim_has_its_expected_status_and_agrees_with_the_record(document
     assert not missing, f"not in the record: run `python -m sigprop.claims --document {document} --record`: {missing}"
     problems = [p for r in results for p in claims.disagreements(r, record[r.id])]
     assert not problems, "\n".join(problems)
+
+
+def test_rope_width_ladder_record_replays_in_distribution():
+    """The committed width ladder behind gg2025-modern-rope-depth (python -m sigprop.claims.modern_models): its
+    settings are the module's, and the first batch of its smallest RoPE rung, rerun here, agrees with the recorded
+    batch within Z_RERUN combined SE (the same seeds: the same draws up to rounding, on any CPU)."""
+    import numpy as np
+
+    from sigprop.claims import modern_models as mm
+
+    record = json.loads(mm.ROPE_RECORD.read_text())
+    assert record["settings"]["widths"] == list(mm.ROPE_LADDER["widths"]) and record["provenance"]["command"]
+    rung = next(r for r in record["rungs"] if r["d"] == min(mm.ROPE_LADDER["widths"]) and r["positions"] == "rope")
+    s = record["settings"]
+    fresh = sp.mc_cosine_vs_depth(mm.llama_rope_block(rung["d"], "rope", s["beta"]), s["depth"], T=s["T"],
+                                  inits=len(rung["first"]), seqs=s["seqs"], rho0=s["rho0"], generator=rung["seed"],
+                                  chunk=s["chunk"]).samples[:, -1].double().numpy()
+    first = np.asarray(rung["first"])
+    se = math.hypot(first.std(ddof=1), fresh.std(ddof=1)) / math.sqrt(len(first))
+    assert abs(fresh.mean() - first.mean()) <= claims.Z_RERUN * se, (fresh.mean(), first.mean(), se)
+    fits = mm.rope_width_fits(record)
+    assert all(f.fits_well for *_, f in fits.values())           # the 1/d law describes both ladders
