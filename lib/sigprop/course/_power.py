@@ -31,7 +31,7 @@ import torch
 
 from ..stats._estimate import Estimate, estimate
 from ..stats._random import as_generator
-from ._tables import curve_test, pm
+from ._tables import curve_test
 
 __all__: list[str] = []
 __theory__: list[str] = []
@@ -105,9 +105,10 @@ def depth_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: in
 
 def power_text(test, samples, theory, *, depth: bool = False, repeats: int = POWER_REPEATS) -> str:
     """A table's power cell for one check: "—" for a curve the test rejected (it found its offset), else the power
-    against 2 SE of the measurement over the last half of the curve, mean ± SE over ``repeats`` simulated curves.
+    against 2 SE of the measurement over the last half of the curve and the count behind it: ``"0.05 (2 of 40)"``
+    (a binomial count: its SE is sqrt(p(1-p)/n), and 0 of 40 means a power below about 0.07, not 0).
     ``depth=True`` for a check made with :func:`~sigprop.course.depth_test` (block 0 left out)."""
     if not test.passed:
         return "—"
     power = (depth_power if depth else curve_power)(samples, theory, repeats=repeats)
-    return pm(power)
+    return f"{float(power.mean):.2f} ({round(float(power.mean) * power.n)} of {power.n})"
