@@ -43,7 +43,7 @@ from scipy.interpolate import CubicSpline
 from ..attention import rem_quadrature
 from ..stats._config import threads_for
 from ..stats._random import as_generator
-from ..stats._validate import check_int, check_overlaps
+from ..stats._validate import check_int, check_memory, check_overlaps
 from ._attention import attention_gram
 from ._components import RMS_NORM, combine_moments, compose, mlp_gram
 from ._config import BlockConfig
@@ -159,11 +159,16 @@ def _block(G, c: BlockConfig, samples: int, g: torch.Generator):
     return out, y2[0]
 
 
-def _check(config, samples):
+def _check(config, samples, T):
     if not isinstance(config, BlockConfig):
         raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
-    samples = check_int(samples, "samples", minimum=2)
+    samples = check_int(samples, "samples", minimum=2, maximum=SAMPLES_MAX)
+    check_memory(8.0 * (4 * min(samples, 256) + 8) * T * T, f"the Gram map at T = {T} (chunks of 256 logit draws)")
     return samples + samples % 2
+
+
+#: Most logit draws per block: the integration error falls like 1/sqrt(samples), ~1e-3 of a cosine's spread here.
+SAMPLES_MAX = 2**20
 
 
 def gram_block_map(G, config: BlockConfig, *, samples: int = 1024, generator=0) -> GramStep:
@@ -173,7 +178,7 @@ def gram_block_map(G, config: BlockConfig, *, samples: int = 1024, generator=0) 
     pairs) integrate the attention's softmax average; ``generator`` an int seed or a CPU generator.
     """
     G = check_gram(G)
-    samples = _check(config, samples)
+    samples = _check(config, samples, G.shape[0])
     with threads_for(G.shape[0] ** 3):  # small products: one thread
         return GramStep(*_block(G, config, samples, as_generator(generator, "cpu")))
 
@@ -191,7 +196,7 @@ def iterate_gram_map(G0, depth: int, config, *, samples: int = 1024, generator=0
     G = check_gram(G0, "G0")
     depth = check_int(depth, "depth", minimum=0)
     configs = _per_block(config, depth)
-    samples = _check(configs[0], samples)
+    samples = _check(configs[0], samples, G.shape[0])
     g = as_generator(generator, "cpu")
     grams, iprs = [G], []
     for c in configs:
@@ -235,6 +240,7 @@ def causal_ipr(q, p, config: BlockConfig, *, T: int) -> np.ndarray:
         raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
     refuse_rope(config, "causal_ipr (a REM quadrature) does")
     T = check_int(T, "T", minimum=2)
+    check_memory(8.0 * 2 * T, f"causal_ipr's rows at T = {T}")
     qa, pa = (float(v) for v in check_overlaps(q, p, strict=False))
     sigma = float(np.sqrt(config.logit_var * (qa + config.qk_bias) * max(qa - pa, 0.0)))
     keys = np.arange(2, min(T, _EXACT_KEYS) + 1)

@@ -29,7 +29,7 @@ import math
 import torch
 
 from ..stats._random import as_generator
-from ..stats._validate import check_int, check_tensor
+from ..stats._validate import check_int, check_memory, check_tensor
 from ._attention import attention_forward
 from ._components import compose, mlp_forward, normalisation
 from ._config import BlockConfig
@@ -105,6 +105,9 @@ def sample_transformer(config: BlockConfig, depth: int, *, inits: int = 1, gener
     device = g.device
     c = config
     n, L, H, G, dk, dv, d, f = inits, depth, c.heads, c.group_count, c.head_dim, c.value_dim, c.d, c.hidden
+    check_memory(n * L * ((H + 2 * G) * max(dk, dv) * d + 3 * f * d * (getattr(c, "experts", None) or 1)
+                          + H * dv * d + 2 * (f + d + H * dk))
+                 * torch.empty((), dtype=dtype).element_size(), f"sample_transformer(inits={n}, depth={L}) at d={d}")
 
     def normal(var, *shape):
         return math.sqrt(var) * torch.randn(n, L, *shape, generator=g, device=device, dtype=dtype)
