@@ -38,7 +38,8 @@ import math
 
 import torch
 
-from ..stats._validate import (check_finite, check_int, check_positive, check_real, theory_function, to_output)
+from ..stats._validate import (check_finite, check_int, check_memory, check_positive, check_real, theory_function,
+                               to_output)
 __all__: list[str] = []
 __theory__ = [
     "witness_covariance",
@@ -115,6 +116,7 @@ def prefix_mean_factor(n_tokens: int, *, causal: bool = True) -> torch.Tensor:
     With ``causal=False`` every entry is :math:`1/N` (all outputs equal the mean :math:`M`).
     """
     n = check_int(n_tokens, "n_tokens", minimum=1)
+    check_memory(8.0 * 3 * n * n, f"prefix_mean_factor({n})")
     idx = torch.arange(1, n + 1, dtype=torch.float64, device=_CPU)
     if causal:
         return 1.0 / torch.maximum(idx[:, None], idx[None, :])
@@ -248,6 +250,7 @@ def compound_symmetry_covariance(n_tokens: int, sigma2, rho) -> torch.Tensor:
     lo, hi = compound_symmetry_rho_range(n)
     if not lo - 1e-12 <= r <= hi + 1e-12:
         raise ValueError(f"rho must lie in [{lo:.4g}, 1] for a PSD covariance with N = {n}; got {r}")
+    check_memory(8.0 * 3 * n * n, f"compound_symmetry_covariance({n})")
     eye = torch.eye(n, dtype=torch.float64, device=_CPU)
     return s2 * ((1 - r) * eye + r * torch.ones(n, n, dtype=torch.float64, device=_CPU))
 
