@@ -7,6 +7,7 @@ assert (one level, 0.001).
 from __future__ import annotations
 
 import dataclasses
+import math
 import importlib
 import pathlib
 import re
@@ -369,6 +370,9 @@ def test_curve_power_rejects_a_large_offset_and_keeps_the_level_without_one():
     assert not rejected.passed and sp.course.power_text(rejected, rows, theory) == "—"
     accepted = sp.course.curve_test(rows, theory)
     assert re.fullmatch(r"[01]\.\d\d \(\d+ of 10\)", sp.course.power_text(accepted, rows, theory, repeats=10))
+    tab = sp.course.table([{"check": "a", "power (2 SE)": "0.05 (2 of 40)"}, {"check": "b", "power (2 SE)": "—"},
+                           {"check": "c", "power (2 SE)": "0.12 (5 of 40)"}], caption="c")
+    assert sp.course.largest_power(tab) == 0.12 and math.isnan(sp.course.largest_power())
     with pytest.raises(ValueError, match="at least 13"):
         sp.course.curve_power(rows, theory, n=12)
     with pytest.raises(ValueError, match="one value per point"):

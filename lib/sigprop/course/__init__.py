@@ -38,6 +38,7 @@ from ._numbered import Table as Table, table as table
 from ._power import (
     POWER_REPEATS as POWER_REPEATS, curve_power as curve_power, depth_power as depth_power,
     offset_alternative as offset_alternative, power_text as power_text,
+    largest_power as largest_power,
 )
 from ._ledger import (
     ledger_provenance as ledger_provenance, ledger_summary as ledger_summary, ledger_table as ledger_table,

@@ -35,7 +35,7 @@ from ._tables import curve_test
 
 __all__: list[str] = []
 __theory__: list[str] = []
-__course__ = ["curve_power", "depth_power", "offset_alternative", "power_text", "POWER_REPEATS"]
+__course__ = ["curve_power", "depth_power", "offset_alternative", "power_text", "largest_power", "POWER_REPEATS"]
 
 #: Simulated curves per power on a page (quick profile: the power to about +-0.08; full: +-0.03)
 POWER_REPEATS = 40
@@ -112,3 +112,14 @@ def power_text(test, samples, theory, *, depth: bool = False, repeats: int = POW
         return "—"
     power = (depth_power if depth else curve_power)(samples, theory, repeats=repeats)
     return f"{float(power.mean):.2f} ({round(float(power.mean) * power.n)} of {power.n})"
+
+
+def largest_power(*tables) -> float:
+    """The largest power in the power columns (headers starting with "power") of :class:`~sigprop.course.Table`
+    objects, for the prose ("rejected in at most ... of simulated curves"); nan when no check was accepted."""
+    found = []
+    for table in tables:
+        for k, head in enumerate(table.header):
+            if head.startswith("power"):
+                found += [float(row[k].split()[0]) for row in table.rows if row[k][:1].isdigit()]
+    return max(found) if found else float("nan")
