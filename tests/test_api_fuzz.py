@@ -141,6 +141,7 @@ SPECS = {
     # the REM
     "mc_cross_overlap": Spec(sp.mc_cross_overlap, (2.0,), {"T": 16, "n": 8, "p": 0.2, "generator": 0, "device": "cpu"},
                               {0: "real", "T": "size", "n": "size", "p": "real", "q": "real", "generator": "seed"}),
+    "alibi_slopes": Spec(sp.alibi_slopes, (8,), {}, {0: "size"}),
     "mc_capped_ipr": Spec(sp.mc_capped_ipr, (2.0,), {"T": 16, "cap": 2.0, "n": 8, "p": 0.2, "generator": 0},
                           {0: "real", "T": "size", "cap": "real", "n": "size", "p": "real", "q": "real",
                            "generator": "seed"}),

@@ -18,10 +18,11 @@ import hf_registry as R  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-#: Read and proved under both majors (issue 32's named list, and issue 33's families with QK-norm, sandwich norms and
-#: soft-caps).
+#: Read and proved under both majors (issue 32's named list; issue 33's families with QK-norm, sandwich norms and
+#: soft-caps; issue 34's with ALiBi, windows and mixtures of experts).
 BUILT_FOR = ("llama", "qwen2", "mistral", "gpt_neox", "vit", "bert", "roberta", "gpt2", "deit", "stablelm", "gemma",
-             "granite", "olmo", "phi3", "qwen3", "olmo2", "gemma2", "gemma3_text")
+             "granite", "olmo", "phi3", "qwen3", "olmo2", "gemma2", "gemma3_text", "bloom", "falcon", "mixtral",
+             "qwen3_moe")
 
 
 @pytest.fixture(scope="module")

@@ -56,6 +56,7 @@ from .attention._query_gradient import (
     query_jacobian_sq_norm as query_jacobian_sq_norm, mc_rem_query_grad_sq_norm as mc_rem_query_grad_sq_norm,
 )
 from .block._config import BlockConfig as BlockConfig
+from .block._attention import alibi_slopes as alibi_slopes
 from .block._network import (
     TransformerParams as TransformerParams, sample_transformer as sample_transformer,
     transformer_forward as transformer_forward,
@@ -126,7 +127,8 @@ __all__ = [
     "random_walk_tokens", "exact_equicorrelated_tokens", "MarkovSource", "MaskedTask", "TextCorpus",
     "load_text_corpus", "mc_cross_overlap", "mc_rem_moments", "mc_capped_ipr", "self_attention", "layer_norm",
     "attention_weights", "sample_scores", "mc_attention_layer", "AttentionLayerStats", "mc_attention_ipr",
-    "mc_ipr_finite_width", "query_jacobian_sq_norm", "mc_rem_query_grad_sq_norm", "BlockConfig", "TransformerParams",
+    "mc_ipr_finite_width", "query_jacobian_sq_norm", "mc_rem_query_grad_sq_norm", "BlockConfig", "alibi_slopes",
+    "TransformerParams",
     "sample_transformer", "transformer_forward", "mc_cosine_vs_depth", "CosineCurve", "Overlaps",
     "BlockTrajectory", "GramTrajectory", "GramStep", "TrainabilityDiagram",
     "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES", "TrainingRun", "train_masked_lm",

@@ -12,6 +12,7 @@ from ._components import (
     ACTIVATIONS as ACTIVATIONS, LAYER_NORM as LAYER_NORM, RMS_NORM as RMS_NORM, Activation as Activation,
     Normalisation as Normalisation, activation_from_hf as activation_from_hf, normalisation as normalisation,
 )
+from ._attention import alibi_slopes as alibi_slopes
 from ._config import BlockConfig as BlockConfig, Norm as Norm
 from ._gram import check_gram as check_gram, iterate_gram_map as iterate_gram_map
 from ._map import iterate_block_map as iterate_block_map

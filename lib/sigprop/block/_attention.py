@@ -40,14 +40,17 @@ d_k)``; both biases enter, as RoPE turns the key bias with its position). See ``
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from ..attention import attention_map_kernel, attention_weights
 from ..stats._config import _work_dtype
+from ..stats._validate import check_int
 from ._components import linear
 
-__all__: list[str] = []
+__all__ = ["alibi_slopes"]
 
 
 def rope_tables(T: int, rot: int, theta: float, device, dtype, freqs=None):
@@ -108,6 +111,9 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
     scale = c.scale * tau
     if c.logit_cap is not None:   # Gemma2: c tanh(a / c) of the scaled logits, then the masked softmax
         scores, scale = c.logit_cap * torch.tanh(scores * (scale / c.logit_cap)), 1.0
+    if c.alibi_slopes is not None:   # m_h s for key s: -m_h (t - s) up to a row constant the softmax removes (HF)
+        slopes = torch.tensor(c.alibi_slopes, dtype=scores.dtype, device=scores.device).view(G, H // G, 1, 1)
+        scores, scale = scores * scale + slopes * torch.arange(T, dtype=scores.dtype, device=scores.device), 1.0
     A = _weights(scores, c, scale).to(v.dtype)
     if c.gain_control:
         v = v - v.mean(-2, keepdim=True)
@@ -120,6 +126,21 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
     if inplace and not bool(p.b_o[:, l].any()):
         return o
     return o + p.b_o[:, l, None, None, :]
+
+
+def alibi_slopes(heads: int) -> tuple:
+    """ALiBi's slope of each head (Press et al. 2022), as HuggingFace computes them for Bloom and Falcon: ``2^(-8 i / n)``
+    for ``i = 1..n`` heads when ``n`` is a power of 2, else the ``n' = 2^floor(log2 n)`` of those and every other of the
+    ``2 n'`` series for the rest (float32 values)."""
+    n = check_int(heads, "heads", minimum=1, maximum=2**16)
+    closest = 2 ** math.floor(math.log2(n))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), dtype=torch.float32)
+    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32))
+    if closest != n:
+        extra = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), dtype=torch.float32)
+        rest = min(closest, n - closest)
+        slopes = torch.cat([slopes, torch.pow(extra, torch.arange(1, 1 + 2 * rest, 2, dtype=torch.int32))])
+    return tuple(float(m) for m in slopes)
 
 
 def allowed_keys(T: int, c, device=None) -> torch.Tensor | None:
@@ -234,6 +255,11 @@ def attention_gram(H, c, samples: int, g: torch.Generator):
     while done < samples:
         m = min(_CHUNK, samples - done) // 2 * 2
         a = draw(m, g)
+        if c.alibi_slopes is not None:   # heads in turn, one per antithetic pair: the mean over heads
+            slopes = torch.tensor(c.alibi_slopes, dtype=torch.float64)
+            heads = slopes[(done // 2 + torch.arange(m // 2)) % len(slopes)]
+            field = heads[:, None, None] * torch.arange(T, dtype=torch.float64)
+            a = a + torch.cat([field, field])
         if mask is not None:
             a = a.masked_fill(mask, float("-inf"))
         A = torch.softmax(a, dim=-1)

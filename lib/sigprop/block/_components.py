@@ -27,6 +27,7 @@ The attention part (projections, grouped-query heads, RoPE, biases, ``W_O``) is 
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Callable
 
 import numpy as np
@@ -37,6 +38,7 @@ from scipy.special import expit, ndtr
 from ..attention import normalise_tokens, normalise_tokens_
 from ..stats._config import _work_dtype
 from . import _kernels
+from ._moe import moe_forward, routing_factor
 
 __all__: list[str] = []
 
@@ -222,8 +224,11 @@ def linear(x, w, b, *, skip_zero_bias=False):
 
 
 def mlp_forward(x, p, l, c, *, inplace=False):
-    """The MLP of block ``l`` on ``x (n, b, T, d)``; ``inplace`` for the fast kernel (no autograd)."""
+    """The MLP of block ``l`` on ``x (n, b, T, d)``; ``inplace`` for the fast kernel (no autograd); a mixture of
+    experts in ``sigprop.block._moe``."""
     act = ACTIVATIONS[c.activation]
+    if c.experts is not None:
+        return moe_forward(x, p, l, c, act.forward)
     h = linear(x, p.w1[:, l], p.b1[:, l], skip_zero_bias=inplace)
     h = act.forward_(h) if inplace else act.forward(h)
     if c.gated:
@@ -244,11 +249,22 @@ def mlp_overlaps(q, p, P):
     q1, p1 = P["sigma_w2"] * q + P["sigma_b2"], P["sigma_w2"] * p + P["sigma_b2"]
     e_qq = unit_kernel(P["activation"], P["gated"], q1, q1, q1)
     e_pq = unit_kernel(P["activation"], P["gated"], q1, q1, p1)
+    if P.get("moe") is not None:   # a mixture of experts: one expert's kernel times the routing factor
+        c = _moe_spec(P["moe"])
+        e_qq, e_pq = e_qq * routing_factor(q, q, c), e_pq * routing_factor(q, p, c)
     return P["sigma_w2_out"] * e_qq + P["sigma_b2_out"], P["sigma_w2_out"] * e_pq + P["sigma_b2_out"]
+
+
+def _moe_spec(moe):
+    return types.SimpleNamespace(experts=int(moe[0]), top_k=int(moe[1]), router_sigma2=float(moe[2]),
+                                 norm_topk=bool(moe[3]))
 
 
 def mlp_gram(H, c):
     """MLP map of a Gram matrix ``H (T, T)``: elementwise kernels at the tokens' own variances."""
     G1 = c.sigma_w2 * H + c.sigma_b2
     d = np.diag(G1)
-    return c.w2_variance * unit_kernel(c.activation, c.gated, d[:, None], d[None, :], G1) + c.b2_variance
+    K = unit_kernel(c.activation, c.gated, d[:, None], d[None, :], G1)
+    if c.experts is not None:
+        K = K * routing_factor(np.diag(H)[:, None] + 0 * H, H, c)
+    return c.w2_variance * K + c.b2_variance

@@ -28,7 +28,11 @@ Fields (the documents' block is the default; off-the-shelf parts are opt-in):
   queries/keys (``sigma_bqk2``; ``sigma_bk2`` the keys' when it differs, Qwen2); ``qk_norm`` (queries and keys
   RMS-normalised before RoPE and their product: ``"head"`` over each head's ``d_k`` features, Qwen3 and Gemma3;
   ``"all"`` over the whole projection, OLMo2; ``qk_norm_eps`` its floor), ``logit_cap`` (soft-capped logits
-  ``c tanh(a / c)``, Gemma2);
+  ``c tanh(a / c)``, Gemma2), ``alibi_slopes`` (ALiBi, Press et al. 2022: ``-m_h (t - s)`` added to head ``h``'s
+  logits of a causal block, one slope per head, :func:`sigprop.alibi_slopes`; Bloom, Falcon, MPT);
+* MLP as a mixture of ``experts`` (Mixtral, Qwen3-MoE; ``sigprop.block._moe``): each token's ``top_k`` experts by
+  its router logits (router entries of variance ``router_sigma2 / d``), weighted by their softmax probabilities
+  (renormalised over the top ``k`` with ``norm_topk``), each expert an independent copy of the MLP below;
 * ``branch_norm``: each branch's output normalised before it is added (sandwich / Peri-LN: Gemma2 and Gemma3 with
   ``norm="pre"``, OLMo2 with ``norm="none"``), with its own gain;
 * MLP: ``activation`` (``"relu" | "tanh" | "linear" | "gelu" | "gelu_tanh" | "silu"``), ``gated=True``:
@@ -119,6 +123,11 @@ class BlockConfig:
     qk_norm_eps: float = 0.0
     logit_cap: float | None = None
     branch_norm: bool = False
+    alibi_slopes: tuple | None = None
+    experts: int | None = None
+    top_k: int = 1
+    router_sigma2: float = 1.0
+    norm_topk: bool = True
 
     def __post_init__(self):
         # validate, and store what was validated: ints as int, reals as float, flags as bool, options as str
@@ -129,7 +138,7 @@ class BlockConfig:
         put("heads", check_int(self.heads, "heads", minimum=1))
         if self.d % self.heads and (self.d_k is None or self.d_v is None):
             raise ValueError(f"d must be divisible by heads (or d_k and d_v given); got d={self.d}, heads={self.heads}")
-        for name in ("d_k", "d_ff", "kv_heads", "d_v", "window"):
+        for name in ("d_k", "d_ff", "kv_heads", "d_v", "window", "experts"):
             if getattr(self, name) is not None:
                 put(name, check_int(getattr(self, name), name, minimum=1))
         if self.heads % self.group_count:
@@ -157,6 +166,21 @@ class BlockConfig:
             raise ValueError("branch_norm normalises each branch before it is added (sandwich / Peri-LN), with "
                              f"norm='pre' or 'none' and sequential branches; got norm={self.norm!r}, "
                              f"parallel={self.parallel}")
+        put("top_k", check_int(self.top_k, "top_k", minimum=1))
+        put("router_sigma2", check_real(self.router_sigma2, "router_sigma2", minimum=0.0))
+        put("norm_topk", check_flag(self.norm_topk, "norm_topk"))
+        if self.experts is not None and (self.top_k > self.experts or self.norm not in ("pre", "post")
+                                         or self.sigma_b2 > 0 or self.b2_variance > 0 or not self.mlp):
+            raise ValueError(f"a mixture of experts routes each token to top_k <= experts experts (got {self.top_k} of "
+                             f"{self.experts}) of an MLP without biases whose input is normalised (norm 'pre' or "
+                             f"'post'); got norm={self.norm!r}, sigma_b2={self.sigma_b2}, mlp={self.mlp}")
+        if self.alibi_slopes is not None:
+            slopes = tuple(check_real(m, "alibi_slopes[h]", minimum=0.0) for m in self.alibi_slopes)
+            put("alibi_slopes", slopes)
+            if len(slopes) != self.heads or not self.causal or self.positions == "rope":
+                raise ValueError(f"alibi_slopes gives one slope per head ({self.heads}) of a causal block without RoPE "
+                                 f"(ALiBi: Bloom, Falcon, MPT); got {len(slopes)} slopes, causal={self.causal}, "
+                                 f"positions={self.positions!r}")
         if self.qk_norm != "none" and (self.sigma_bqk2 > 0 or self.key_bias_variance > 0):
             raise ValueError("query/key biases before a QK-norm are not modelled; set sigma_bqk2 = sigma_bk2 = 0")
         if self.parallel and self.norm != "pre":
@@ -236,7 +260,12 @@ class BlockConfig:
                     activation=self.activation, mlp=self.mlp, sigma_o2=self.out_variance, sigma_bv2=self.sigma_bv2,
                     sigma_bo2=self.sigma_bo2, sigma_w2_out=self.w2_variance, sigma_b2_out=self.b2_variance,
                     gated=self.gated, parallel=self.parallel, qk_bias=self.qk_bias, qk_norm=self.qk_norm != "none",
-                    branch_norm=self.branch_norm)
+                    branch_norm=self.branch_norm, moe=self.moe)
+
+    @property
+    def moe(self):
+        """``(experts, top_k, router_sigma2, norm_topk)`` of a mixture of experts, or None."""
+        return None if self.experts is None else (self.experts, self.top_k, self.router_sigma2, self.norm_topk)
 
     @property
     def head_dim(self) -> int:

@@ -196,7 +196,7 @@ def iterate_gram_map(G0, depth: int, config, *, samples: int = 1024, generator=0
     G = check_gram(G0, "G0")
     depth = check_int(depth, "depth", minimum=0)
     configs = _per_block(config, depth)
-    samples = _check(configs[0], samples, G.shape[0])
+    samples = _check(configs[0] if configs else config, samples, G.shape[0])
     g = as_generator(generator, "cpu")
     grams, iprs = [G], []
     for c in configs:
@@ -205,11 +205,11 @@ def iterate_gram_map(G0, depth: int, config, *, samples: int = 1024, generator=0
         grams.append(G)
         iprs.append(y2)
     return GramTrajectory(np.stack(grams), np.stack(iprs) if iprs else np.zeros((0, G.shape[0])),
-                          bool(configs[0].causal), samples)
+                          bool((configs[0] if configs else config).causal), samples)
 
 
 def _per_block(config, depth):
-    if isinstance(config, BlockConfig):
+    if isinstance(config, BlockConfig) or depth == 0:
         return (config,) * depth
     if isinstance(config, (str, bytes)) or not hasattr(config, "__len__"):
         raise TypeError(f"config must be a BlockConfig or a sequence of them; got {type(config).__name__}")
@@ -229,7 +229,7 @@ _EXACT_KEYS, _PER_OCTAVE = 64, 8
 def causal_ipr(q, p, config: BlockConfig, *, T: int) -> np.ndarray:
     """``E Y^(2)`` of each query row ``t = 0..T-1`` of a causal attention layer on equicorrelated tokens.
 
-    Row ``t`` sees ``t + 1`` keys; after removing the part shared by all keys (App. B.1) its logits are
+    Row ``t`` sees ``t + 1`` keys (``min(t + 1, window)`` with a sliding window); after removing the part shared by all keys (App. B.1) its logits are
     ``t + 1`` i.i.d. Gaussians of variance ``sigma_a^2 (q + e)(q - p)``, ``sigma_a^2 = logit_scale^2 d_k
     (sigma_qk2 d)^2`` and ``e`` the query bias's share from ``config`` (the finite-T REM at ``T = t + 1``; row 0
     attends to itself, ``Y = 1``). One quadrature per row (:func:`sigprop.theory.ipr_finite`'s) up to 64 keys, and
@@ -239,14 +239,21 @@ def causal_ipr(q, p, config: BlockConfig, *, T: int) -> np.ndarray:
     if not isinstance(config, BlockConfig):
         raise TypeError(f"config must be a BlockConfig; got {type(config).__name__}")
     refuse_rope(config, "causal_ipr (a REM quadrature) does")
+    if config.alibi_slopes is not None or config.logit_cap is not None:
+        raise ValueError("causal_ipr's rows are REMs of i.i.d. energies: ALiBi (a field over key positions) and "
+                         "soft-capped logits are not; use sp.theory.iterate_gram_map")
     T = check_int(T, "T", minimum=2)
     check_memory(8.0 * 2 * T, f"causal_ipr's rows at T = {T}")
     qa, pa = (float(v) for v in check_overlaps(q, p, strict=False))
     sigma = float(np.sqrt(config.logit_var * (qa + config.qk_bias) * max(qa - pa, 0.0)))
-    keys = np.arange(2, min(T, _EXACT_KEYS) + 1)
+    W = T if config.window is None else min(T, config.window)   # row t sees min(t + 1, window) keys
+    keys = np.arange(2, min(W, _EXACT_KEYS) + 1)
     exact = [rem_quadrature(sigma, float(n))[0] for n in keys]
-    if T <= _EXACT_KEYS:
-        return np.array([1.0, *exact])
-    grid = np.exp(np.linspace(np.log(_EXACT_KEYS / 2), np.log(T), int(np.ceil(_PER_OCTAVE * np.log2(2 * T / _EXACT_KEYS))) + 1))
-    spline = CubicSpline(np.log(grid), np.array([rem_quadrature(sigma, float(n))[0] for n in grid]))
-    return np.concatenate([[1.0], exact, spline(np.log(np.arange(_EXACT_KEYS + 1, T + 1)))])
+    if W <= _EXACT_KEYS:
+        rows = np.array([1.0, *exact])
+    else:
+        grid = np.exp(np.linspace(np.log(_EXACT_KEYS / 2), np.log(W),
+                                  int(np.ceil(_PER_OCTAVE * np.log2(2 * W / _EXACT_KEYS))) + 1))
+        spline = CubicSpline(np.log(grid), np.array([rem_quadrature(sigma, float(n))[0] for n in grid]))
+        rows = np.concatenate([[1.0], exact, spline(np.log(np.arange(_EXACT_KEYS + 1, W + 1)))])
+    return np.concatenate([rows, np.full(T - W, rows[-1])])

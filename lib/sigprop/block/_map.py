@@ -79,7 +79,7 @@ _REALS = ("alpha_sa", "alpha_mlp", "sigma_w2", "sigma_b2", "sigma_v2", "branch_s
 _DEFAULTS = dict(alpha_sa=1.0, alpha_mlp=1.0, sigma_w2=2.0, sigma_b2=0.0, sigma_v2=1.0, branch_sa=1.0, branch_mlp=1.0,
                  norm="post", gain_control=False, activation="relu", mlp=True, cross_overlap="rem", sigma_o2=1.0,
                  sigma_bv2=0.0, sigma_bo2=0.0, sigma_w2_out=None, sigma_b2_out=None, gated=False, parallel=False,
-                 qk_bias=0.0, qk_norm=False, branch_norm=False)
+                 qk_bias=0.0, qk_norm=False, branch_norm=False, moe=None)
 
 
 def _from_config(config, T, params):
@@ -89,10 +89,10 @@ def _from_config(config, T, params):
         raise ValueError("the (q, p) block map describes unmasked attention; for a causal config use "
                          "sp.theory.iterate_gram_map, or dataclasses.replace(config, causal=False) to ignore the mask")
     refuse_rope(config)
-    if config.logit_cap is not None or config.window is not None:
-        raise ValueError("the (q, p) maps do not model soft-capped logits or sliding windows (as T -> infinity any cap "
-                         "gives the spread phase: bounded energies cannot condense); sp.theory.iterate_gram_map models "
-                         "both exactly")
+    if config.logit_cap is not None or config.window is not None or config.alibi_slopes is not None:
+        raise ValueError("the (q, p) maps do not model soft-capped logits, sliding windows or ALiBi (as T -> infinity any "
+                         "cap gives the spread phase: bounded energies cannot condense; ALiBi makes rows differ by "
+                         "position); sp.theory.iterate_gram_map models them exactly")
     cross = params.pop("cross_overlap", "rem")
     if params:
         raise TypeError(f"give a BlockConfig or keyword parameters, not both; got also {sorted(params)}")
@@ -135,6 +135,7 @@ def _parameters(config, T, params):
     if out["branch_norm"] and (out["norm"] == "post" or out["parallel"]):
         raise ValueError(f"branch_norm needs norm='pre' or 'none' and sequential branches; got norm={out['norm']!r}")
     out["cross_overlap"] = check_option(vals["cross_overlap"], CrossOverlap, "cross_overlap")
+    out["moe"] = vals["moe"]   # (experts, top_k, router_sigma2, norm_topk) from a BlockConfig, or None
     return out
 
 

@@ -65,14 +65,16 @@ class TransformerParams:
     ln_bias: torch.Tensor | None = None  # (n, L, K, d), or (n, L, 0, 0)
     q_gain: torch.Tensor | None = None   # (n, L, d_k) or (n, L, H d_k): QK-norm gains, or (n, L, 0): unit
     k_gain: torch.Tensor | None = None   # (n, L, d_k) or (n, L, G d_k), or (n, L, 0)
+    router: torch.Tensor | None = None   # (n, L, E, d): a mixture of experts' router (then w1, w3 (n, L, E, d_ff, d),
+                                         # w2 (n, L, E, d, d_ff)), or (n, L, 0, 0)
 
     def __post_init__(self):
         n, L, G, dv, d = self.w_v.shape
-        H, dk, f = self.w_q.shape[2], self.w_q.shape[3], self.w1.shape[2]
+        H, dk, f = self.w_q.shape[2], self.w_q.shape[3], self.w1.shape[-2]
         like = dict(device=self.w_v.device, dtype=self.w_v.dtype)
         defaults = dict(w_o=(n, L, 0, 0), b_v=(n, L, G, dv), b_o=(n, L, d), w3=(n, L, 0, 0), b3=(n, L, f),
                         b_q=(n, L, H, dk), b_k=(n, L, G, dk), ln_gain=(n, L, 0, 0), ln_bias=(n, L, 0, 0),
-                        q_gain=(n, L, 0), k_gain=(n, L, 0))
+                        q_gain=(n, L, 0), k_gain=(n, L, 0), router=(n, L, 0, 0))
         for name, shape in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, torch.zeros(shape, **like))
@@ -112,16 +114,18 @@ def sample_transformer(config: BlockConfig, depth: int, *, inits: int = 1, gener
     def normal(var, *shape):
         return math.sqrt(var) * torch.randn(n, L, *shape, generator=g, device=device, dtype=dtype)
 
+    E = () if c.experts is None else (c.experts,)   # a mixture of experts: one MLP per expert
     params = dict(w_q=normal(c.qk_variance, H, dk, d), w_k=normal(c.qk_variance, G, dk, d),
-                  w_v=normal(c.sigma_v2 / d, G, dv, d), w1=normal(c.sigma_w2 / d, f, d), b1=normal(c.sigma_b2, f),
-                  w2=normal(c.w2_variance / f, d, f), b2=normal(c.b2_variance, d))
+                  w_v=normal(c.sigma_v2 / d, G, dv, d), w1=normal(c.sigma_w2 / d, *E, f, d), b1=normal(c.sigma_b2, f),
+                  w2=normal(c.w2_variance / f, *E, d, f), b2=normal(c.b2_variance, d))
     optional = (("w_o", c.has_out_proj, lambda: normal(c.sigma_o2 / (H * dv), d, H * dv)),
                 ("b_v", c.sigma_bv2 > 0, lambda: normal(c.sigma_bv2, G, dv)),
                 ("b_o", c.sigma_bo2 > 0, lambda: normal(c.sigma_bo2, d)),
-                ("w3", c.gated, lambda: normal(c.sigma_w2 / d, f, d)),
+                ("w3", c.gated, lambda: normal(c.sigma_w2 / d, *E, f, d)),
                 ("b3", c.gated and c.sigma_b2 > 0, lambda: normal(c.sigma_b2, f)),
                 ("b_q", c.sigma_bqk2 > 0, lambda: normal(c.sigma_bqk2, H, dk)),
-                ("b_k", c.key_bias_variance > 0, lambda: normal(c.key_bias_variance, G, dk)))
+                ("b_k", c.key_bias_variance > 0, lambda: normal(c.key_bias_variance, G, dk)),
+                ("router", c.experts is not None, lambda: normal(c.router_sigma2 / d, *E, d)))
     for name, present, draw in optional:
         if present:
             params[name] = draw()
@@ -195,9 +199,11 @@ def _needs_autograd(x, params):
 def expected_shapes(c: BlockConfig) -> dict:
     """Shapes (after the ``(inits, depth)`` axes) of every weight of a config's network."""
     H, G, dk, dv, d, f = c.heads, c.group_count, c.head_dim, c.value_dim, c.d, c.hidden
-    return {"w_q": (H, dk, d), "w_k": (G, dk, d), "w_v": (G, dv, d), "w1": (f, d), "b1": (f,), "w2": (d, f),
+    E = () if c.experts is None else (c.experts,)
+    return {"w_q": (H, dk, d), "w_k": (G, dk, d), "w_v": (G, dv, d), "w1": (*E, f, d), "b1": (f,), "w2": (*E, d, f),
             "b2": (d,), "w_o": (d, H * dv) if c.has_out_proj else (0, 0), "b_v": (G, dv), "b_o": (d,),
-            "w3": (f, d) if c.gated else (0, 0), "b3": (f,), "b_q": (H, dk), "b_k": (G, dk)}
+            "w3": (*E, f, d) if c.gated else (0, 0), "b3": (f,), "b_q": (H, dk), "b_k": (G, dk),
+            "router": (*E, d) if E else (0, 0)}
 
 
 def _check_params(params, c):

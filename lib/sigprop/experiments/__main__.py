@@ -12,7 +12,7 @@
   (``._locater``; about a minute).
 * ``aghajanyan-sec9 [--out FILE] [--threads N]``: the Section 9 stand-in of Aghajanyan 2025 over training seeds
   (``._aghajanyan_sec9``; about half a minute).
-* ``hf-families [--out FILE]``: today's HF families' predictions against Monte Carlo of the HF models themselves
+* ``hf-families [--out FILE] [--family NAME ...]``: today's HF families' predictions against Monte Carlo of the HF models themselves
   (``._hf_families``; a few CPU-minutes; needs transformers).
 """
 from __future__ import annotations
@@ -84,6 +84,8 @@ def main(argv=None) -> int:
     fs.add_argument("--threads", type=_threads, default=1, help="torch threads (default 1)")
     hf = sub.add_parser("hf-families", help="HF families' predictions against their own Monte Carlo")
     hf.add_argument("--out", default=str(_hf_families.RECORD), help="JSON file to write (default: the committed record)")
+    hf.add_argument("--family", nargs="+", choices=sorted(_hf_families.FAMILIES), default=None,
+                    help="re-run only these families, replacing theirs in --out")
     nf = sub.add_parser("noci-fig10", help="width ladder of Noci et al. 2022, Fig. 10")
     nf.add_argument("--out", default="noci2022_fig10_finite_size.json", help="JSON file to write")
     for name, module in (("locater", _locater), ("aghajanyan-sec9", _aghajanyan_sec9)):
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
 
     if args.experiment == "hf-families":
         out = _writable_file(args.out)
-        record = _hf_families.run(out)
+        record = _hf_families.run(out, families=args.family)
         for e in record["entries"]:
             print(f"{e['family']:9s} {str(e['scale']):8s} curve p = {e['p']:.4f} max |z| = {e['max_abs_z']:.2f}")
         print("written", out)

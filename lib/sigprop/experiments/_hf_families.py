@@ -69,6 +69,11 @@ FAMILIES = {
     "gemma2": ("Gemma2", dict(_LLAMA, num_key_value_heads=2, head_dim=16, sliding_window=WINDOW)),
     "gemma3": ("Gemma3Text", dict(_LLAMA, num_key_value_heads=2, head_dim=16, sliding_window=WINDOW,
                                   sliding_window_pattern=2)),
+    "bloom": ("Bloom", dict(hidden_size=D, n_layer=DEPTH, n_head=HEADS, vocab_size=8)),
+    "falcon": ("Falcon", dict(_LLAMA, new_decoder_architecture=True, num_kv_heads=2)),
+    "mixtral": ("Mixtral", dict(_LLAMA, num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2)),
+    "qwen3_moe": ("Qwen3Moe", dict(_LLAMA, num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2,
+                                   moe_intermediate_size=D, norm_topk_prob=True)),
 }
 
 
@@ -148,13 +153,21 @@ def run_ladder(generator: int = 0) -> list:
 
 
 def run(out=RECORD, *, families=None) -> dict:
-    """Every family at both scales, and the width ladder; writes the record ``out`` (module docstring)."""
+    """Every family at both scales, and the width ladder; writes the record ``out`` (module docstring); with
+    ``families``, only those are re-run and replace theirs in the existing record."""
     import transformers as tf
     entries = [run_one(n, s) for n in (families or FAMILIES) for s in SCALES]
-    record = dict(entries=entries, ladder=run_ladder(),
+    if families and pathlib.Path(out).exists():
+        entries = [e for e in load(out)["entries"] if e["family"] not in families] + entries
+        entries.sort(key=lambda e: (list(FAMILIES).index(e["family"]), SCALES.index(e["scale"])))
+    old = load(out) if families and pathlib.Path(out).exists() else None
+    ladder = old["ladder"] if old else run_ladder()
+    history = (old.get("history", []) + [old["provenance"]]) if old else []   # the runs that made the other entries
+    record = dict(entries=entries, ladder=ladder, history=history,
                   sizes=dict(d=D, depth=DEPTH, heads=HEADS, T=T, inits=INITS, seqs=SEQS, rho0=RHO0,
                              window=WINDOW, level=LEVEL, n_resamples=RESAMPLES),
-                  provenance=provenance("python -m sigprop.experiments hf-families", transformers=tf.__version__))
+                  provenance=provenance("python -m sigprop.experiments hf-families" + (
+                      " --family " + " ".join(families) if families else ""), transformers=tf.__version__))
     pathlib.Path(out).write_text(json.dumps(record, indent=1) + "\n")
     return record
 

@@ -180,15 +180,17 @@ def weights_from_output(module, args, kwargs, output):
 
 @contextlib.contextmanager
 def eager_attention(configs):
-    """Set ``_attn_implementation = "eager"`` on each HF config for the duration; restore afterwards."""
-    saved = [(c, c._attn_implementation) for c in configs]
+    """Set ``_attn_implementation`` (and, where a config has one, ``_experts_implementation``: transformers 5's fused
+    experts run in float32 only) to ``"eager"`` on each HF config for the duration; restore afterwards."""
+    keys = ("_attn_implementation", "_experts_implementation")
+    saved = [(c, k, getattr(c, k)) for c in configs for k in keys if hasattr(c, k)]
     try:
-        for c, _ in saved:
-            c._attn_implementation = "eager"
+        for c, k, _ in saved:
+            setattr(c, k, "eager")
         yield
     finally:
-        for c, impl in saved:
-            c._attn_implementation = impl
+        for c, k, impl in saved:
+            setattr(c, k, impl)
 
 
 def is_hf(module) -> bool:

@@ -13,6 +13,8 @@ layout      families (HF classes unless said)                      parts
                                                                    (``post_*``), QK-norm (Gemma3), soft-cap
 ``olmo2``   OLMo2                                                  a norm after each branch only, QK-norm over
                                                                    the whole projection
+``moe``     Mixtral, Qwen3-MoE (``mlp.gate`` and ``mlp.experts``;   ``llama``'s attention, a router and experts
+            4.x: ``block_sparse_moe``, experts in a list)          (gated MLPs), top-k routing
 ``phi3``    Phi3 (fused ``qkv_proj``, ``gate_up_proj``)            as ``llama``
 ``neox``    GPT-NeoX (``GPTNeoXLayer``)                            LayerNorm pre-LN, partial RoPE, fused
                                                                    head-interleaved ``query_key_value``,
@@ -20,6 +22,10 @@ layout      families (HF classes unless said)                      parts
 ``bert``    BERT, RoBERTa (``BertLayer``, ``RobertaLayer``)         post-LN, ``attention.self.query/key/value``
 ``vit``     ViT, DeiT 4.x (``attention.attention.query``) and       pre-LN LayerNorm, non-causal
             5.x (``attention.q_proj``)
+``bloom``   Bloom                                                  pre-LN, fused head-interleaved projection,
+                                                                   ALiBi, causal
+``falcon``  Falcon (all three fused layouts: per head, multi-query,  pre-LN, parallel or sequential, RoPE or
+            grouped per key/value head)                            ALiBi, one or two norms when parallel
 ``gpt2``    GPT-2 (``GPT2Block``, ``Conv1D`` stored ``(in, out)``)  pre-LN, fused ``c_attn``, causal
 ``torch``   ``torch.nn.TransformerEncoderLayer``                    either ``norm_first``, packed ``in_proj``
 ==========  =====================================================  ========================================
@@ -44,8 +50,8 @@ import math
 import torch
 from torch import nn
 
-from ._parts import (config_of, fused, get, linear, mha_views, read_norm, recognise_activation,
-                     rope_of, rows)
+from ._family_views import alibi_of, attention_views_of, expert_act, falcon_norms, mlp_views, moe_of, qk_norms
+from ._parts import Stacked, config_of, fused, get, linear, mha_views, read_norm, recognise_activation, rope_of
 
 __all__: list[str] = []
 
@@ -58,6 +64,12 @@ LAYOUTS = {
     "olmo2": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
                   w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
                   ln3="post_attention_layernorm", ln4="post_feedforward_layernorm", attn="self_attn"),
+    "moe": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
+                router="mlp.gate", experts="mlp.experts", ln1="input_layernorm", ln2="post_attention_layernorm",
+                attn="self_attn"),
+    "moe4": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
+                 router="block_sparse_moe.gate", experts="block_sparse_moe.experts", ln1="input_layernorm",
+                 ln2="post_attention_layernorm", attn="self_attn"),
     "llama": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
                   w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
                   ln1="input_layernorm", ln2="post_attention_layernorm", attn="self_attn"),
@@ -76,6 +88,11 @@ LAYOUTS = {
     "vit5": dict(q="attention.q_proj", k="attention.k_proj", v="attention.v_proj", o="attention.o_proj",
                  w1="mlp.fc1", act="mlp.activation_fn", w2="mlp.fc2", ln1="layernorm_before", ln2="layernorm_after",
                  attn="attention"),
+    "bloom": dict(qkv="self_attention.query_key_value", o="self_attention.dense", w1="mlp.dense_h_to_4h",
+                  w2="mlp.dense_4h_to_h", act="mlp.gelu_impl", ln1="input_layernorm", ln2="post_attention_layernorm",
+                  attn="self_attention"),
+    "falcon": dict(qkv="self_attention.query_key_value", o="self_attention.dense", w1="mlp.dense_h_to_4h",
+                   w2="mlp.dense_4h_to_h", act="mlp.act", attn="self_attention"),   # norms: _falcon_norms
     "gpt2": dict(qkv="attn.c_attn", o="attn.c_proj", w1="mlp.c_fc", w2="mlp.c_proj", act="mlp.act", ln1="ln_1",
                  ln2="ln_2", attn="attn"),
 }
@@ -86,7 +103,10 @@ UNMODELLED = (
      "a QK-norm of another form than an RMSNorm of each head or of the whole projection"),
     (("pre_feedforward_layernorm", "post_feedforward_layernorm"),
      "normalisations of each branch in another placement than Gemma2/3's or OLMo2's"),
-    (("experts", "router", "shared_expert", "block_sparse_moe", "moe"), "a mixture of experts"),
+    (("kv_a_proj_with_mqa", "kv_a_layernorm", "q_a_proj"), "multi-head latent attention (DeepSeek: keys and values "
+     "compressed behind an RMSNorm, a decoupled RoPE part)"),
+    (("shared_expert", "shared_experts"), "shared experts beside the routed ones (DeepSeek, Qwen2-MoE)"),
+    (("experts", "router", "block_sparse_moe", "moe"), "a mixture of experts of another form than Mixtral's"),
     (("relative_attention_bias", "rel_pos", "distance_embedding"), "relative-position logits"),
 )
 def _set(v) -> bool:
@@ -96,9 +116,9 @@ def _set(v) -> bool:
 #: Attention or config options that change the block's forward and that no map here models: (key, when, what).
 UNMODELLED_OPTIONS = (
     ("clip_qkv", _set, "queries, keys and values clipped to [-c, c]"),
-    ("alibi", _set, "ALiBi position biases added to the logits"),
     ("scale_attn_by_inverse_layer_idx", _set, "a per-layer logit scale 1 / (layer + 1)"),
     ("attention_type", lambda v: v == "block_sparse", "block-sparse attention beyond a length (BigBird)"),
+    ("apply_residual_connection_post_layernorm", _set, "the residual taken after the normalisation (Bloom's option)"),
 )
 #: Buffers a block may hold, and what they are.
 BUFFERS = {"inv_freq": "rotary frequencies", "original_inv_freq": "rotary frequencies",
@@ -132,6 +152,8 @@ class BlockParts:
     qk_norm: str = "none"   # "none" | "head" | "all"
     qk_norms: tuple = ()    # (query's, key's) NormPart
     logit_cap: float | None = None
+    alibi: tuple | None = None  # the slopes added to each head's scaled logits
+    moe: tuple | None = None    # (experts, top_k, norm_topk) of a mixture of experts
 
     @property
     def branch_norm(self) -> bool:
@@ -153,7 +175,7 @@ class BlockParts:
 
     @property
     def hidden(self) -> int:
-        return self.tensor("w1").shape[0]
+        return self.tensor("w1").shape[-2]
 
     @property
     def gated(self) -> bool:
@@ -173,7 +195,7 @@ class BlockParts:
 
 
 def causal_of(attn, layout):
-    if layout == "gpt2":
+    if layout in ("gpt2", "bloom"):
         return True
     for key in ("is_causal", "is_decoder"):
         v = getattr(attn, key, None)
@@ -189,15 +211,6 @@ def _heads(attn, cfg):
         if isinstance(v, int):
             return v
     raise ValueError(f"the number of heads of {type(attn).__name__} could not be read")
-
-
-def _kv_heads(attn, cfg, heads):
-    for owner, key in ((attn, "num_key_value_heads"), (cfg, "num_key_value_heads")):
-        v = getattr(owner, key, None)
-        if isinstance(v, int):
-            return v
-    g = getattr(attn, "num_key_value_groups", None)
-    return heads // g if isinstance(g, int) and g > 0 else heads
 
 
 def _window(attn, cfg):
@@ -246,9 +259,10 @@ def match(block):
     """-> (layout, modules by role) of the layout whose paths all resolve; else a refusal naming what is missing."""
     best = None
     for layout, roles in LAYOUTS.items():
-        mods = {r: get(block, p) for r, p in roles.items() if r != "act"}
+        # the activation is a path only where two layouts differ by it (Bloom's gelu_impl, Falcon's act)
+        mods = {r: get(block, p) for r, p in roles.items() if r != "act" or layout in ("bloom", "falcon")}
         if all(m is not None for m in mods.values()):
-            return layout, mods
+            return layout, {r: m for r, m in mods.items() if r != "act"}
         found = sum(m is not None for m in mods.values())
         if best is None or found > best[0]:
             best = (found, layout, [roles[r] for r, m in mods.items() if m is None])
@@ -266,38 +280,6 @@ def _hint(names) -> str:
     return "; ".join(dict.fromkeys(found))
 
 
-def _attention_views(layout, mods, attn, H, cfg):
-    if "qkv" in mods:
-        W, b = linear(mods["qkv"])
-        if layout == "phi3":   # concatenated q | k | v with grouped key/value heads
-            hd = attn.head_dim
-            G = _kv_heads(attn, cfg, H)
-            cuts = [0, H * hd, (H + G) * hd, (H + 2 * G) * hd]
-            return {f"{k}_{r}": rows(v, slice(cuts[j], cuts[j + 1])) for j, r in enumerate("qkv")
-                    for k, v in (("w", W), ("b", b))}
-        if getattr(attn, "is_cross_attention", False):
-            raise ValueError(f"{type(attn).__name__} is a cross-attention")
-        return fused(layout, W, b, H)
-    t = {}
-    for r in "qkv":
-        t[f"w_{r}"], t[f"b_{r}"] = linear(mods[r])
-    return t
-
-
-def _mlp_views(mods, t):
-    t["w_o"], t["b_o"] = linear(mods["o"])
-    t["w2"], t["b2"] = linear(mods["w2"])
-    if "w13" in mods:      # Phi3: gate | up in one projection
-        W, b = linear(mods["w13"])
-        f = W.get().shape[0] // 2
-        t["w1"], t["w3"] = rows(W, slice(0, f)), rows(W, slice(f, 2 * f))
-        t["b1"], t["b3"] = rows(b, slice(0, f)), rows(b, slice(f, 2 * f))
-        return t
-    t["w1"], t["b1"] = linear(mods["w1"])
-    t["w3"], t["b3"] = linear(mods["w3"]) if "w3" in mods else (None, None)
-    return t
-
-
 def describe_block(block: nn.Module, rotary: nn.Module | None = None) -> BlockParts:
     """Read one block's parts (module docstring); ``rotary`` is the model-level rotary-embedding module, if any.
     Raises a ValueError naming what it cannot read: the block's class when it matches no layout, a parameter
@@ -308,61 +290,49 @@ def describe_block(block: nn.Module, rotary: nn.Module | None = None) -> BlockPa
         return parts
     layout, mods = match(block)
     roles = LAYOUTS[layout]
-    layout = "vit" if layout == "vit5" else layout
+    if "router" in roles:
+        mods["moe_block"] = get(block, roles["router"].rsplit(".", 1)[0])
+    layout = {"vit5": "vit", "moe4": "moe"}.get(layout, layout)
     attn = mods["attn"]
     cfg = config_of(attn, block)
     _refuse_options(block, attn, cfg)
     H = _heads(attn, cfg)
-    t = _mlp_views(mods, _attention_views(layout, mods, attn, H, cfg))
+    t = mlp_views(mods, attention_views_of(layout, mods, attn, H, cfg))
     q_rows = math.prod(t["w_q"].get().shape[:-1])
     hd = next((v for v in (getattr(attn, k, None) for k in ("head_dim", "head_size", "attention_head_size"))
                if isinstance(v, int)), q_rows // H)
     kv = math.prod(t["w_k"].get().shape[:-1]) // hd
     d = t["w_q"].get().shape[-1]
     name = type(block).__name__
+    if layout == "falcon":
+        roles, mods = falcon_norms(block, roles, mods)
     keys = [k for k in ("ln1", "ln2", "ln3", "ln4") if k in roles]
     norms = {k: read_norm(mods[k], d, f"{name}.{roles[k]}") for k in keys}
     if len({n.center for n in norms.values()}) > 1:
         raise ValueError(f"{name} mixes LayerNorms and RMSNorms ({', '.join(roles[k] for k in keys)})")
     norms = tuple(norms.get(k) for k in ("ln1", "ln2", "ln3", "ln4")[:4 if "ln3" in roles else 2])
-    act = get(block, roles["act"])
-    rope = rope_of(attn, block, rotary, hd) if layout in ("llama", "phi3", "neox", "sandwich", "olmo2") else None
+    act = get(block, roles["act"]) if "act" in roles else expert_act(mods["experts"])
+    alibi = alibi_of(layout, cfg, q_rows // hd, _scale(attn, layout, hd))
+    rope = None if alibi or layout not in ("llama", "phi3", "neox", "sandwich", "olmo2", "falcon", "moe") else \
+        rope_of(attn, block, rotary, hd)
     mult = getattr(block, "residual_multiplier", 1.0)
     cap = getattr(attn, "attn_logit_softcapping", None)
     H = q_rows // hd
     parts = BlockParts(
         layout, attn, t, norms, H, kv, hd, math.prod(t["w_v"].get().shape[:-1]) // kv,
-        _scale(attn, layout, hd), recognise_activation(act, f"{name}.{roles['act']}"),
-        {"bert": "post", "olmo2": "none"}.get(layout, "pre"), bool(getattr(block, "use_parallel_residual", False)),
+        _scale(attn, layout, hd), recognise_activation(act, f"{name}.{roles.get('act', 'experts.act_fn')}"),
+        {"bert": "post", "olmo2": "none"}.get(layout, "pre"),
+        bool(getattr(block, "use_parallel_residual", False) or (layout == "falcon" and cfg.parallel_attn)),
         causal_of(attn, layout), rope, _window(attn, cfg), (float(mult), float(mult)),
-        *_qk_norms(attn, name, hd, H, kv), None if cap is None else float(cap))
+        *qk_norms(attn, name, hd, H, kv), None if cap is None else float(cap), alibi, moe_of(mods, t))
     account(block, parts)
     return parts
-
-
-def _qk_norms(attn, name, hd, H, G):
-    """-> (qk_norm, (query's NormPart, key's)) of the attention's ``q_norm``/``k_norm``: RMS over each head's ``d_k``
-    features (Qwen3, Gemma3) or over the whole projection (OLMo2); anything else is refused."""
-    qn, kn = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
-    if qn is None and kn is None:
-        return "none", ()
-    if not (isinstance(qn, nn.Module) and isinstance(kn, nn.Module)):
-        raise ValueError(f"{name} normalises only its queries or only its keys: not modelled")
-    w = getattr(qn, "weight", None)
-    width = w.shape[-1] if isinstance(w, torch.Tensor) else hd
-    kind = "head" if width == hd else "all" if width == H * hd else None
-    if kind is None:
-        raise ValueError(f"{name}.q_norm acts on {width} features: neither a head ({hd}) nor all heads ({H * hd})")
-    parts = (read_norm(qn, width, f"{name}.q_norm"), read_norm(kn, hd if kind == "head" else G * hd, f"{name}.k_norm"))
-    if any(p.center or bool(p.bias.any()) for p in parts):
-        raise ValueError(f"{name}: a centred QK-norm or one with biases is not modelled (sigprop's is an RMSNorm)")
-    return kind, parts
 
 
 def _refuse_options(block, attn, cfg):
     name = type(block).__name__
     for key, when, what in UNMODELLED_OPTIONS:
-        for owner in (attn, cfg):
+        for owner in (attn, block, cfg):
             v = getattr(owner, key, None)
             if when(v):
                 raise ValueError(f"{name}: {what} ({type(owner).__name__}.{key} = {v!r}) is not modelled by sigprop's "
@@ -376,7 +346,8 @@ def _refuse_options(block, attn, cfg):
 def account(block, parts: BlockParts) -> None:
     """Every parameter of ``block`` has a role in ``parts`` and every buffer is a known one; else refuse, naming
     them (module docstring)."""
-    claimed = {id(v.param) for v in parts.views.values() if v is not None}
+    claimed = {id(q) for v in parts.views.values() if v is not None
+               for q in (v.params if isinstance(v, Stacked) else [v.param])}
     claimed |= {id(p) for n in (*parts.present_norms, *parts.qk_norms) for p in n.params()}
     left = [n for n, p in block.named_parameters() if id(p) not in claimed]
     name = type(block).__name__

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from ..block import BlockConfig, TransformerParams, apply_block, normalisation
 from ..stats._config import threads_for
 from ..stats._random import as_generator
-from ..stats._validate import check_flag, check_int, check_option, check_real
+from ..stats._validate import check_flag, check_int, check_memory, check_option, check_real
 
 __all__ = ["LMConfig", "TinyLM", "fit"]
 
@@ -142,6 +142,8 @@ class TinyLM(torch.nn.Module):
         c = self.config = config
         g = as_generator(generator)
         L, H, dk, dv, d, f = c.depth, c.heads, c.head_dim, c.d // c.heads, c.d, c.hidden
+        check_memory(4.0 * (2 * c.vocab * d + c.T * d + L * (2 * H * dk * d + H * dv * d + d * d + 2 * f * d + 6 * d)),
+                     f"TinyLM's parameters (vocab={c.vocab}, T={c.T}, d={d}, depth={L})")
 
         def weight(*shape):  # fan-in is the last axis
             return torch.nn.Parameter(c.gain / math.sqrt(shape[-1]) * torch.randn(*shape, generator=g, device=g.device))
@@ -181,8 +183,20 @@ class TinyLM(torch.nn.Module):
         """``tokens (B, T')`` with ``T' <= T`` -> logits ``(B, T', vocab)``; with ``record`` also a list, per
         layer, of ``dict(attention (B, H, T', T'), logits (B, H, T', T'), values (B, H, T', d/H))``."""
         c = self.config
-        if tokens.ndim != 2 or tokens.shape[1] > c.T:
-            raise ValueError(f"tokens must have shape (batch, T') with T' <= T={c.T}; got {tuple(tokens.shape)}")
+        if not isinstance(tokens, torch.Tensor) or tokens.is_floating_point() or tokens.is_complex() \
+                or tokens.dtype == torch.bool:
+            got = f"a {tokens.dtype} tensor" if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+            raise TypeError(f"tokens must be an integer tensor of token ids in [0, vocab={c.vocab}); got {got}")
+        if tokens.ndim != 2 or not 1 <= tokens.shape[1] <= c.T or tokens.shape[0] == 0:
+            raise ValueError(f"tokens must have shape (batch, T') with batch >= 1 and 1 <= T' <= T={c.T}; got "
+                             f"{tuple(tokens.shape)}")
+        B, Tp = tokens.shape
+        check_memory(4.0 * B * Tp * (c.vocab + c.hidden + 4 * c.d + 3 * c.heads * Tp) * (1 + 2 * record),
+                     f"TinyLM.forward on tokens of shape {(B, Tp)}")
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= c.vocab:
+            raise ValueError(f"token ids must lie in [0, vocab={c.vocab}); got ids from {low} to {high}")
+        tau = check_real(tau, "tau")   # any real: tau <= 0 gives uniform (0) or reversed (< 0) attention
         x = (self.emb[tokens] + self.pos[: tokens.shape[1]])[None]       # (1, B, T', d): one network
         params, rec = self.blocks(), ([] if record else None)
         for l in range(c.depth):
@@ -217,6 +231,14 @@ def fit(model: torch.nn.Module, sample: Callable[[int], tuple], *, steps: int, o
     """
     steps = check_int(steps, "steps", minimum=0)
     every = check_int(every, "every", minimum=1)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer over the model's parameters (e.g. "
+                        f"torch.optim.Adam(model.parameters(), lr=1e-3)); got {type(optimizer).__name__}")
+    for name, fn in (("sample", sample), ("penalty", penalty), ("forward", forward), ("evaluate", evaluate)):
+        if (fn is not None or name == "sample") and not callable(fn):
+            raise TypeError(f"{name} must be callable; got {type(fn).__name__}")
     records, last = [], float("nan")
     with contextlib.ExitStack() as stack:
         for step in range(steps + 1):

@@ -50,6 +50,25 @@ class View:
         return self.fn(t)
 
 
+@dataclasses.dataclass(frozen=True)
+class Stacked:
+    """A weight held by several parameters, one per expert (transformers 4.x keeps a ``ModuleList`` of expert MLPs):
+    ``get()`` stacks their views (a copy), ``write(x)`` writes ``x[e]`` through view ``e``."""
+
+    parts: tuple
+
+    @property
+    def params(self) -> list:
+        return [v.param for v in self.parts]
+
+    def get(self) -> torch.Tensor:
+        return torch.stack([v.get() for v in self.parts])
+
+    def write(self, x: torch.Tensor) -> None:
+        for v, xe in zip(self.parts, x):
+            v.get().copy_(xe)
+
+
 def view(param, fn=None):
     return None if param is None else View(param, fn or (lambda t: t))
 

@@ -185,7 +185,7 @@ def architecture(p) -> dict:
                 hidden=p.hidden, norm=p.norm, ln_center=p.norm_kind == "layer", activation=p.activation,
                 gated=p.gated, parallel=p.parallel, causal=p.causal, window=p.window, rope=rope,
                 rope_freqs=p.rope[4] if p.rope is not None else None, branch=p.branch, qk_norm=p.qk_norm,
-                branch_norm=p.branch_norm, logit_cap=p.logit_cap)
+                branch_norm=p.branch_norm, logit_cap=p.logit_cap, alibi=p.alibi, moe=p.moe)
 
 
 def _variances(parts) -> dict:
@@ -210,7 +210,8 @@ def _variances(parts) -> dict:
             "sigma_w2": col(lambda p: p.d * pooled(p, "w1", "w3")),
             "sigma_b2": col(lambda p: 0.0 if p.views.get("b1") is None else pooled(p, "b1", "b3")),
             "sigma_w2_out": col(lambda p: p.hidden * ms(p, "w2")),
-            "sigma_b2_out": col(lambda p: ms(p, "b2"))}
+            "sigma_b2_out": col(lambda p: ms(p, "b2")),
+            "router_sigma2": col(lambda p: p.d * ms(p, "router"))}
 
 
 def _identity_scale(parts):
@@ -245,7 +246,7 @@ def _notes(parts, per, branch):
     d, f, dv = first.d, first.hidden, first.heads * first.value_dim
     entries = {"sigma_qk2": d * d, "sigma_bqk2": d, "sigma_bk2": d, "sigma_v2": d * d, "sigma_bv2": d,
                "sigma_o2": d * dv, "sigma_bo2": d, "sigma_w2": d * f, "sigma_b2": f, "sigma_w2_out": d * f,
-               "sigma_b2_out": d}
+               "sigma_b2_out": d, "router_sigma2": d * (first.moe[0] if first.moe else 1)}
     for k, v in per.items():
         allowed = _SPREAD + 6 * math.sqrt(2 / entries[k])
         if v.mean() > 0 and (v.max() - v.min()) / v.mean() > allowed and not (branch is not None and k == "sigma_o2"):
@@ -316,6 +317,7 @@ def _read(parts) -> ModelInit:
         causal=p0.causal, ln_center=p0.norm_kind == "layer", norm_eps=p0.eps, gated=p0.gated,
         parallel=p0.parallel, branch_sa=m_sa * (1.0 if branch is None else branch), branch_mlp=m_mlp,
         logit_scale=float(p0.scale), qk_norm=p0.qk_norm, branch_norm=p0.branch_norm, logit_cap=p0.logit_cap,
+        alibi_slopes=p0.alibi, **_moe_fields(p0, pooled),
         qk_norm_eps=max([n.eps for n in p0.qk_norms], default=0.0), **_positional(p0), **pooled)
     blocks = tuple(dataclasses.replace(config, **_positional(p)) for p in parts)
     if len(set(blocks)) > 1:
@@ -323,6 +325,15 @@ def _read(parts) -> ModelInit:
                      "predict runs each block's own Gram-matrix map")
     return ModelInit(blocks[0], per, _params(parts, branch), p0.layout, len(parts), identical, tuple(notes),
                      block_configs=blocks)
+
+
+def _moe_fields(p, pooled) -> dict:
+    """A mixture of experts' config fields (``router_sigma2`` taken out of the pooled variances either way)."""
+    router = pooled.pop("router_sigma2")
+    if p.moe is None:
+        return {}
+    experts, top_k, norm_topk = p.moe
+    return dict(experts=experts, top_k=top_k, norm_topk=norm_topk, router_sigma2=router)
 
 
 def _positional(p) -> dict:
@@ -358,4 +369,4 @@ def _params(parts, branch):
         w_o=torch.zeros(1, len(parts), 0, 0, dtype=torch.float64) if branch is not None else stack("w_o"),
         b_v=stack("b_v", (G, dv)), b_o=stack("b_o", scale=1.0 if branch is None else branch),
         w3=stack("w3"), b3=stack("b3"), b_q=stack("b_q", (H, dk)), b_k=stack("b_k", (G, dk)),
-        ln_gain=gains, ln_bias=biases, **qk)
+        ln_gain=gains, ln_bias=biases, router=stack("router"), **qk)

@@ -41,6 +41,7 @@ def check_writable(parts, c):
     want = dict(d=c.d, heads=c.heads, kv_heads=c.group_count, head_dim=c.head_dim, value_dim=c.value_dim,
                 hidden=c.hidden, norm=c.norm, activation=c.activation, gated=c.gated, parallel=c.parallel,
                 causal=c.causal, window=c.window, qk_norm=c.qk_norm, branch_norm=c.branch_norm, logit_cap=c.logit_cap,
+                alibi=c.alibi_slopes, moe=None if c.experts is None else (c.experts, c.top_k, c.norm_topk),
                 rope=(c.rope_theta, c.rope_fraction) if c.positions == "rope" else None, rope_freqs=c.rope_freqs)
     if len({tuple(str(architecture(p)[k]) for k in POSITIONAL) for p in parts}) > 1:
         for k in POSITIONAL:
@@ -92,7 +93,10 @@ def _drawer(g):
         if t.dtype != torch.float64 and abs(scale) * math.sqrt(var) * 40 > big and bool((x.abs() > big).any()):
             raise ValueError(f"a variance of {scale**2 * var:.3g} draws entries beyond the largest {t.dtype} "
                              f"({big:.3g}): the model cannot hold this initialisation")
-        t.copy_(x)
+        if hasattr(view, "write"):   # one parameter per expert (transformers 4.x)
+            view.write(x)
+        else:
+            t.copy_(x)
     return put
 
 
@@ -148,6 +152,7 @@ def _write(parts, c, put, scales):
         put(v["w2"], c.w2_variance / f, s_mlp)
         put(v["b2"], c.b2_variance, s_mlp)
         put(v.get("w3"), c.sigma_w2 / d)        # drawn after the documents' parts: their seeds do not move
+        put(v.get("router"), c.router_sigma2 / d)
         put(v.get("b3"), c.sigma_b2)
         if c.sigma_bqk2 > 0:
             put(v["b_q"], c.sigma_bqk2)

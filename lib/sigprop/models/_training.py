@@ -39,7 +39,7 @@ from ..stats._measures import attention_entropy, mean_cosine
 from ..stats._config import as_device, threads_for
 from ..stats._montecarlo import progress_bar
 from ..stats._random import as_generator, draw_seed
-from ..stats._validate import check_int, check_positive, check_range
+from ..stats._validate import check_int, check_memory, check_positive, check_range
 
 __all__ = ["TrainingRun", "train_masked_lm", "masked_lm_init"]
 
@@ -179,6 +179,11 @@ def train_masked_lm(config: BlockConfig, depth: int, task: MaskedTask, *, seeds:
     last = steps if stop_at is None else check_int(stop_at, "stop_at", minimum=0)
     if last > steps:
         raise ValueError(f"stop_at must be <= steps={steps}; got {stop_at}")
+    # the one size guard: the evaluation and training forwards keep every block's activations (seeds x sequences x
+    # T x (d, hidden, heads T)) and the logits over the vocabulary, in float32
+    check_memory(4.0 * seeds * max(eval_size, batch) * task.T * (depth * (4 * config.d + config.hidden + 2 * config.heads
+                                                                          * task.T) + task.vocab),
+                 f"train_masked_lm with seeds={seeds}, eval_size={eval_size}, batch={batch} at T={task.T}")
     device = torch.device("cpu") if device is None else as_device(device)
     g = as_generator(generator)
     init_g, data_g, eval_g = (torch.Generator().manual_seed(draw_seed(g)) for _ in range(3))
