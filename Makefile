@@ -13,6 +13,9 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Assignment masters (book/assignments) are graded by tests/test_assignments.py, not run by nbval.
 NOTEBOOKS := $(shell find chapters book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -not -path 'book/assignments/*' | sort)
+# The notebooks make book builds from the pages (book/notebooks.py: what Colab, Binder and the download button
+# serve), run by nbval too; one whose code cells are its page's is executed through its page (.ci/nbval_built.py)
+BUILT_NOTEBOOKS = $(shell find _build/html/_notebooks -name '*.ipynb' 2>/dev/null | LC_ALL=C sort)
 
 .PHONY: book test test-unit test-notebooks claims ledger fullcheck bench bench-record records assignments release venv clean
 
@@ -40,7 +43,8 @@ test-unit: venv
 	$(PY) -m pytest tests -q -p no:cacheprovider
 
 test-notebooks: venv
-	$(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=900 -q -p no:cacheprovider $(NOTEBOOKS)
+	PYTHONPATH=".ci$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -p nbval_built --nbval-lax --nbval-current-env \
+		--nbval-cell-timeout=900 -q -p no:cacheprovider $(NOTEBOOKS) $(BUILT_NOTEBOOKS)
 
 claims: venv
 	$(PY) -m sigprop.claims
@@ -79,9 +83,11 @@ assignments: venv
 	$(PY) book/assignments/make_assignments.py
 
 # A release in dist/ (book/release.py): wheel and sdist, the book as an offline HTML zip and a PDF (headless
-# Chromium: apt-get install chromium), the notebooks (student versions of the assignments), the autograders,
-# the release notes (CHANGELOG.md) and SHA256SUMS. Builds on make book (the single-page build for the PDF reuses
-# its execution cache). make release RELEASE_FLAGS=--no-pdf where there is no Chromium.
+# Chromium: apt-get install chromium), the notebooks (both editions of every page, the assignments' student
+# versions, the wheel), the autograders, the solved assignments, the release notes (CHANGELOG.md) and SHA256SUMS;
+# every zip reproducible. Builds on make book (the single-page build for the PDF reuses its execution cache).
+# make release RELEASE_FLAGS=--no-pdf where there is no Chromium. The release workflow (.github/workflows/
+# release.yml) runs it at each tag and publishes the notebooks and the HTML (.ci/publish).
 RELEASE_FLAGS ?=
 release: book
 	$(PY) book/release.py --dist dist $(RELEASE_FLAGS)

@@ -11,23 +11,35 @@ After ``make book`` (the HTML site, every notebook executed), this writes, for v
 * ``sigprop-book-V.pdf`` -- the single-page HTML build (``jupyter-book build --builder singlehtml``, which
   reuses the execution cache: nothing re-runs) printed by headless Chromium once MathJax has typeset
   every formula (``book/release_pdf.py``; why not LaTeX is explained there);
-* ``sigprop-notebooks-V.zip`` -- every page's notebook without outputs, in the book's folders, plus the
-  student version of every assignment (``otter assign``, with its public tests), a README and a
-  ``requirements.txt`` pinned to the tag;
+* ``sigprop-notebooks-V.zip`` -- what a class runs (:func:`notebooks_tree`): every page as a Jupyter-native
+  notebook in two editions (``reader/``: solutions folded; ``student/``: without them; book/notebooks.py, written
+  by ``make book`` into the site's ``_notebooks/``), the student version of every assignment with its public tests
+  (``assignments/<name>/``), this release's wheel, a ``requirements.txt`` and a README that installs the wheel
+  with what the pages and the assignments need (PyTorch's CPU build first: on Linux a plain ``torch`` is the
+  ~5 GB CUDA build). The same tree, without the wheel, is what the publishing workflow commits to the
+  ``notebooks`` branch at the tag ``notebooks-vV`` for Colab and Binder (``--notebooks-tree``);
 * ``sigprop-autograder-<assignment>-V.zip`` -- otter's autograder of each assignment (Gradescope, or
-  ``otter run -a <zip> <submission>``). It holds the hidden tests: the masters with their solutions are in
+  ``otter run -a <zip> -o <folder> <submission>``), rewritten with sorted entries and one timestamp (otter's own
+  zip changes on every build). It holds the hidden tests: the masters with their solutions are in
   the public repository anyway (``book/assignments``), so this discloses nothing new; instructors who
   need private tests keep their own masters;
+* ``sigprop-solutions-V.zip`` -- each assignment solved (otter's solutions notebook, ``<name>/<name>.ipynb``):
+  what an instructor grades to check an autograder before the term (the masters in ``book/assignments`` carry
+  no assignment name, and otter refuses them);
 * ``sigprop-V-release-notes.md`` -- this version's section of ``CHANGELOG.md`` (refused without one);
 * ``SHA256SUMS`` -- ``sha256sum -c SHA256SUMS`` checks the files above.
 
-Zips are written with sorted entries and one timestamp (the last commit's), so an unchanged tree gives the
-same archive. Usage::
+Zips are written with sorted entries and one timestamp (the last commit's, or ``$SOURCE_DATE_EPOCH``), so an
+unchanged tree gives the same archive, byte for byte. Usage::
 
     .venv/bin/python book/release.py [--dist dist] [--html _build/html] [--no-pdf]
+    .venv/bin/python book/release.py --notebooks-tree DIR [--html _build/html]   # the published notebooks only
 
-``tests/test_release.py`` builds the same artefacts from a small book and one assignment, installs the
-wheel into a fresh environment without the network and runs a page and the autograder from them.
+The arguments are checked before anything is built (one line each: a missing site, a ``--dist`` that is a file
+or holds other files, no Chromium for the PDF, no CHANGELOG section). ``tests/test_release.py`` builds the same
+artefacts from a small book and one assignment, twice (the zips' SHA256 must agree), and follows the instructors'
+page (book/instructors.md, "Trying a release") step by step from them: install into a fresh environment, run a
+student notebook, grade it blank and solved.
 """
 from __future__ import annotations
 
@@ -50,6 +62,8 @@ from urllib.parse import unquote, urlsplit
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
+#: the built notebooks' folder in the site (book/_ext/sigprop_notebooks.py writes it)
+NOTEBOOKS = "_notebooks"
 
 
 def _module(name: str, path: pathlib.Path):
@@ -72,6 +86,7 @@ def names(v: str) -> dict[str, str]:
     return {"wheel": f"sigprop-{v}-py3-none-any.whl", "sdist": f"sigprop-{v}.tar.gz",
             "html": f"sigprop-book-{v}-html.zip", "pdf": f"sigprop-book-{v}.pdf",
             "notebooks": f"sigprop-notebooks-{v}.zip", "autograder": "sigprop-autograder-{name}-" + f"{v}.zip",
+            "solutions": f"sigprop-solutions-{v}.zip",
             "notes": f"sigprop-{v}-release-notes.md", "sums": "SHA256SUMS"}
 
 
@@ -206,61 +221,111 @@ def pdf(page: pathlib.Path, dist: pathlib.Path, v: str) -> tuple[pathlib.Path, d
     return out, check
 
 
-def page_notebooks() -> list[pathlib.Path]:
-    """Every notebook page of the book (chapters and book/, not the assignment masters)."""
-    return list(sources.notebooks())
-
-
-def without_outputs(path: pathlib.Path) -> bytes:
-    """A notebook with no outputs and no execution counts (as committed; enforced here all the same)."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            cell["outputs"], cell["execution_count"] = [], None
-    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
-
-
-def notebooks_readme(v: str, assignments: list[str]) -> str:
+def notebooks_readme(v: str, assignments: list[str], wheel: str | None) -> str:
+    """The README of the notebooks zip (``wheel``: the wheel's file name in it) or of the published branch."""
     src = sources.source()
-    return "\n".join([
+    otter = _make_assignments().OTTER_REQUIREMENT
+    here = f"pip install \"{wheel}[notebooks]\" {otter} jupyterlab" if wheel else "pip install -r requirements.txt"
+    example = f"assignments/{assignments[0]}/{assignments[0]}.ipynb" if assignments else "reader/book/primer.ipynb"
+    lines = [
         f"# sigprop {v}: the notebooks", "",
-        f"The book's pages as notebooks, without outputs (`book/`, `chapters/`), for sigprop {v} (tag `{src['ref']}`),",
-        "and the student version of each assignment (`assignments/<name>/`: the notebook and its public tests).", "",
-        "Run them with this release of the library:", "",
-        f"    pip install \"sigprop-{v}-py3-none-any.whl[notebooks]\"    # the wheel of the same release",
-        f"    pip install -r requirements.txt                              # or from the tag: {src['ref']}", "",
-        "On Colab the first (hidden) cell of every notebook installs it. Grade a submission with the assignment's",
-        f"autograder: `otter run -a sigprop-autograder-<name>-{v}.zip <submission.ipynb>`.", "",
-        f"Assignments: {', '.join(assignments)}. The book: {src['release']}", ""])
+        f"The pages of the sigprop book {v} (tag `{src['ref']}`; the book: {src['pages']}) as notebooks, and the",
+        "student version of each assignment:", "",
+        "* `reader/`: every page, solutions folded under each exercise (click to open);",
+        "* `student/`: every page without the solutions (for exercises set as homework);",
+        "* `assignments/<name>/`: the autograded assignments (otter-grader): the notebook and its public tests, kept",
+        "  side by side.", "",
+        "## Run them", "",
+        "In a new virtual environment, from this folder:", "",
+        "    python3 -m venv .venv && . .venv/bin/activate",
+        f"    pip install torch --index-url {sources.TORCH_CPU_INDEX}   # Linux: PyTorch's CPU build first",
+        f"    {here}",
+        f"    jupyter lab {example}", "",
+        "On Linux, a plain `pip install torch` (and so any install that pulls torch without the CPU index) is the",
+        "CUDA build: about 5 GB of libraries (a fresh Python 3.12 environment grew to 6.0 GB). The CPU build is",
+        "about 200 MB and runs every page; for a GPU, install your CUDA build of torch instead.",
+        ("The wheel is this release's library; its dependencies (numpy, scipy, matplotlib, pandas, transformers,"
+         if wheel else "The requirements install this release of the library from its tag, with its dependencies"),
+        "otter-grader, ...) come from PyPI." if wheel else "(numpy, scipy, matplotlib, pandas, transformers, "
+        "otter-grader, ...) from PyPI.", "",
+        "On Colab or Binder nothing needs installing: open a notebook from the book's launch button, or",
+        f"`https://colab.research.google.com/github/{src['github']}/blob/{src['notebooks_ref']}/"
+        "<path in this folder>`;",
+        "the first cell of every notebook installs the release on Colab.", "",
+        "## Grade an assignment", "",
+        f"With the assignment's autograder from the release's downloads ({src['release']}):", "",
+        f"    mkdir -p results && otter run -a sigprop-autograder-<name>-{v}.zip -o results <submission>.ipynb", "",
+        f"Assignments: {', '.join(assignments) or 'none'}. The instructors' page of the book says more:",
+        f"{src['pages']}book/instructors.html", ""]
+    return "\n".join(lines)
 
 
-def notebooks_zip(dist: pathlib.Path, v: str, students: dict[str, pathlib.Path]) -> pathlib.Path:
-    """Page notebooks without outputs + the student folders (``{name: student dir}``) + README."""
-    prefix = f"sigprop-notebooks-{v}"
-    members: dict[str, bytes | pathlib.Path] = {
-        f"{prefix}/{p.relative_to(ROOT).as_posix()}": without_outputs(p) for p in page_notebooks()}
+def notebooks_tree(html: pathlib.Path, students: dict[str, pathlib.Path], dest: pathlib.Path | None,
+                   wheel: pathlib.Path | None = None) -> dict[str, bytes | pathlib.Path]:
+    """The published notebooks as ``{path: bytes or file}`` (written under ``dest`` when it is given a folder):
+    the site's built notebooks (``<html>/_notebooks/<edition>/...``), the student folders (``{name: folder}``)
+    under ``assignments/``, ``requirements.txt`` (Binder builds from it), ``runtime.txt`` (Binder's Python), a
+    README, and ``wheel`` when given (the zip)."""
+    built = html / NOTEBOOKS
+    if not built.is_dir():
+        raise FileNotFoundError(f"{built} is missing: the site was built without its notebooks (make book)")
+    members: dict[str, bytes | pathlib.Path] = {}
+    for edition in ("reader", "student"):
+        members.update(tree(built / edition, edition))
     for name, folder in students.items():
         for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                rel = f"{prefix}/assignments/{name}/{path.relative_to(folder).as_posix()}"
-                members[rel] = without_outputs(path) if path.suffix == ".ipynb" else path
-    members[f"{prefix}/README.md"] = notebooks_readme(v, sorted(students)).encode()
-    members[f"{prefix}/requirements.txt"] = (sources.source()["pip"] + "\n").encode()
-    return write_zip(dist / names(v)["notebooks"], members)
+            if path.is_file() and "__pycache__" not in path.parts:
+                members[f"assignments/{name}/{path.relative_to(folder).as_posix()}"] = path
+    otter = _make_assignments().OTTER_REQUIREMENT
+    members["requirements.txt"] = sources.notebook_requirements(sources.source(), otter).encode()
+    members["runtime.txt"] = b"python-3.11\n"
+    members["README.md"] = notebooks_readme(version(), sorted(students), wheel.name if wheel else None).encode()
+    if wheel is not None:
+        members[wheel.name] = wheel
+    if dest is not None:
+        for name, data in members.items():
+            out = dest / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data if isinstance(data, bytes) else data.read_bytes())
+    return members
+
+
+def notebooks_zip(dist: pathlib.Path, v: str, html: pathlib.Path, students: dict[str, pathlib.Path],
+                  wheel: pathlib.Path) -> pathlib.Path:
+    """:func:`notebooks_tree` with the wheel, under ``sigprop-notebooks-V/``."""
+    prefix = f"sigprop-notebooks-{v}"
+    members = notebooks_tree(html, students, None, wheel)
+    return write_zip(dist / names(v)["notebooks"], {f"{prefix}/{k}": m for k, m in members.items()})
+
+
+def _make_assignments():
+    return _module("sigprop_make_assignments", HERE / "assignments" / "make_assignments.py")
 
 
 def assignments(out: pathlib.Path, only: list[str] | None = None, run_tests: bool = True) -> dict[str, dict]:
     """``otter assign`` on every master (or ``only`` those), into ``out``; see make_assignments.build."""
-    ma = _module("sigprop_make_assignments", HERE / "assignments" / "make_assignments.py")
+    ma = _make_assignments()
     return {p.stem: ma.build(p, out, run_tests=run_tests) for p in ma.masters() if not only or p.stem in only}
 
 
+def rezip(source: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
+    """A zip rewritten by :func:`write_zip`: the same files, sorted, one timestamp (otter writes its autograder
+    zip with the build's clock and in the order it walks the folder, so its SHA256 changed on every build)."""
+    with zipfile.ZipFile(source) as z:
+        members = {info.filename: z.read(info) for info in z.infolist() if not info.is_dir()}
+    return write_zip(dest, members)
+
+
 def autograders(dist: pathlib.Path, v: str, built: dict[str, dict]) -> list[pathlib.Path]:
-    out = []
-    for name, paths in sorted(built.items()):
-        out.append(dist / names(v)["autograder"].format(name=name))
-        shutil.copyfile(paths["autograder"], out[-1])
-    return out
+    return [rezip(paths["autograder"], dist / names(v)["autograder"].format(name=name))
+            for name, paths in sorted(built.items())]
+
+
+def solutions_zip(dist: pathlib.Path, v: str, built: dict[str, dict]) -> pathlib.Path:
+    """Each assignment solved, ``sigprop-solutions-V/<name>/<name>.ipynb``: gradable by its autograder."""
+    prefix = f"sigprop-solutions-{v}"
+    return write_zip(dist / names(v)["solutions"],
+                     {f"{prefix}/{name}/{name}.ipynb": paths["solutions"] for name, paths in sorted(built.items())})
 
 
 def release_notes(dist: pathlib.Path, v: str, changelog: pathlib.Path = ROOT / "CHANGELOG.md") -> pathlib.Path:
@@ -287,15 +352,34 @@ def sha256sums(dist: pathlib.Path) -> pathlib.Path:
     return out
 
 
-def clean(dist: pathlib.Path) -> None:
-    """Empty ``dist`` of a previous release; refuse a folder holding anything else."""
-    if not dist.exists():
-        dist.mkdir(parents=True)
-        return
-    ours = re.compile(r"^(sigprop[-_].*|SHA256SUMS)$")
-    other = sorted(p.name for p in dist.iterdir() if not ours.match(p.name) or p.is_dir())
+_OURS = re.compile(r"^(sigprop[-_].*|SHA256SUMS)$")
+
+
+def check_dist(dist: pathlib.Path) -> None:
+    """Refuse a ``--dist`` that is not a folder, or a folder holding anything but a previous release."""
+    if dist.exists() and not dist.is_dir():
+        raise ValueError(f"--dist {dist}: a file, not a folder")
+    other = sorted(p.name for p in dist.iterdir() if not _OURS.match(p.name) or p.is_dir()) if dist.exists() else []
     if other:
-        raise RuntimeError(f"{dist} holds files that are not a release's ({other[:5]}): choose another --dist")
+        raise ValueError(f"--dist {dist} holds files that are not a release's ({', '.join(other[:5])}): "
+                         "choose another folder")
+
+
+def check_site(html: pathlib.Path, v: str) -> None:
+    """Refuse a ``--html`` that is not a site built by ``make book`` for version ``v``, with its notebooks."""
+    index = html / "index.html"
+    if not index.is_file():
+        raise ValueError(f"--html {html}: no built site there (no index.html): run `make book`")
+    if f"sigprop {v} " not in landing_page(index).read_text(encoding="utf-8"):
+        raise ValueError(f"--html {html}: not built for version {v} (its footer says otherwise): run `make book`")
+    if not (html / NOTEBOOKS).is_dir():
+        raise ValueError(f"--html {html}: the site has no {NOTEBOOKS}/ (built without its notebooks): run `make book`")
+
+
+def clean(dist: pathlib.Path) -> None:
+    """Empty ``dist`` of a previous release (:func:`check_dist` first)."""
+    check_dist(dist)
+    dist.mkdir(parents=True, exist_ok=True)
     for p in dist.iterdir():
         p.unlink()
 
@@ -305,24 +389,49 @@ def main(argv=None) -> int:
     parser.add_argument("--dist", default=str(ROOT / "dist"), help="output folder (default: dist)")
     parser.add_argument("--html", default=str(ROOT / "_build" / "html"), help="the built site (make book)")
     parser.add_argument("--no-pdf", action="store_true", help="leave the PDF out (no Chromium here)")
+    parser.add_argument("--notebooks-tree", metavar="DIR", default=None,
+                        help="write only the published notebooks into DIR (an empty or new folder; for CI)")
     args = parser.parse_args(argv)
-    v, dist, t0 = version(), pathlib.Path(args.dist).resolve(), time.monotonic()
-    if not args.no_pdf and release_pdf.chromium() is None:
-        parser.error("the PDF needs Chromium (apt-get install chromium, or $SIGPROP_CHROMIUM); --no-pdf leaves it out")
-    clean(dist)
+    v, t0 = version(), time.monotonic()
+    dist, html = pathlib.Path(args.dist).resolve(), pathlib.Path(args.html).resolve()
+    try:                                        # every argument checked before anything is built
+        check_site(html, v)
+        if args.notebooks_tree:
+            out = pathlib.Path(args.notebooks_tree).resolve()
+            if out.exists() and (not out.is_dir() or any(out.iterdir())):
+                raise ValueError(f"--notebooks-tree {out}: not an empty folder")
+        else:
+            check_dist(dist)
+            if not args.no_pdf and release_pdf.chromium() is None:
+                raise ValueError("the PDF needs Chromium (apt-get install chromium, or $SIGPROP_CHROMIUM); "
+                                 "--no-pdf leaves it out")
+            with tempfile.TemporaryDirectory() as tmp:
+                release_notes(pathlib.Path(tmp), v)
+    except (ValueError, RuntimeError) as exc:
+        print(f"release.py: error: {exc}", file=sys.stderr)
+        return 2
     step = lambda what: print(f"[{time.monotonic() - t0:6.0f} s] {what}", flush=True)  # noqa: E731
+    if args.notebooks_tree:
+        with tempfile.TemporaryDirectory(prefix="sigprop-release-") as tmp:
+            step("assignments (otter assign)")
+            built = assignments(pathlib.Path(tmp), run_tests=False)
+            notebooks_tree(html, {name: paths["student_dir"] for name, paths in built.items()}, out)
+        step(f"done: {out}")
+        return 0
+    clean(dist)
     step("release notes (CHANGELOG.md)")
     release_notes(dist, v)
     step("wheel and sdist")
-    python_packages(dist)
+    wheel = python_packages(dist)[1]
     step("HTML archive")
-    html_zip(pathlib.Path(args.html), dist, v)
+    html_zip(html, dist, v)
     with tempfile.TemporaryDirectory(prefix="sigprop-release-") as tmp:
         step("assignments (otter assign, solutions graded)")
         built = assignments(pathlib.Path(tmp))
         autograders(dist, v, built)
+        solutions_zip(dist, v, built)
         step("notebooks archive")
-        notebooks_zip(dist, v, {name: paths["student_dir"] for name, paths in built.items()})
+        notebooks_zip(dist, v, html, {name: paths["student_dir"] for name, paths in built.items()}, wheel)
     if not args.no_pdf:
         step("single-page build")
         page = singlehtml()

@@ -16,7 +16,7 @@ Both are written into:
 * ``book/assignments/requirements.txt`` (the autograder's sigprop) and the assignments' install cells.
 
 ``python book/sources.py`` rewrites them; ``python book/sources.py --check`` (and
-``tests/test_sources.py``) fails when any copy differs.
+``tests/test_sources.py``) fails when any copy differs; ``--version`` prints the version.
 """
 from __future__ import annotations
 
@@ -41,16 +41,97 @@ def version(root: pathlib.Path = ROOT) -> str:
 
 
 def source() -> dict:
+    """Where this release lives. Keys: ``repository``, ``ref`` (the tag), ``version``, ``pip`` (what a notebook
+    installs), ``release`` (its downloads), ``pages`` (its HTML, published by CI under the tag's name on the
+    project's GitHub Pages site), ``notebooks_ref`` (the tag of the published notebooks: the ``notebooks`` branch
+    at this release, which Colab and Binder open; see :func:`published`)."""
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     repo = meta["tool"]["sigprop"]["repository"]
     ref = "v" + version()
+    m = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)/?", repo)
+    if not m:
+        raise SystemExit(f"pyproject.toml [tool.sigprop] repository: expected https://github.com/<owner>/<name>; "
+                         f"got {repo!r}")
+    owner, name = m.groups()
     return {"repository": repo, "ref": ref, "version": version(), "pip": f"sigprop[notebooks] @ git+{repo}@{ref}",
-            "release": f"{repo}/releases/tag/{ref}"}
+            "release": f"{repo}/releases/tag/{ref}", "github": f"{owner}/{name}",
+            "pages": f"https://{owner.lower()}.github.io/{name}/{ref}/", "notebooks_ref": f"notebooks-{ref}"}
+
+
+#: The published notebooks: ``<edition>/<page>.ipynb`` (book/notebooks.py), ``assignments/<name>/<name>.ipynb``
+#: with its public tests, the Binder environment and a README, at the root of the ``notebooks`` branch; the
+#: publishing workflow (.github/workflows/release.yml) commits them there at each release and tags the commit
+#: ``notebooks-v<version>``, which every launch link and badge names: a link never moves.
+NOTEBOOKS_BRANCH = "notebooks"
+#: PyTorch's CPU wheels: on Linux a plain ``pip install torch`` is the CUDA build (about 5 GB with its libraries)
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def published(src: dict, path: str) -> dict[str, str]:
+    """The launch links of one published notebook (``path`` inside the published tree, e.g.
+    ``reader/book/primer.ipynb``): ``colab``, ``binder`` (JupyterLab) and ``github``, pinned to the release."""
+    tag = src["notebooks_ref"]
+    return {"colab": f"https://colab.research.google.com/github/{src['github']}/blob/{tag}/{path}",
+            "binder": f"https://mybinder.org/v2/gh/{src['github']}/{tag}?urlpath=lab/tree/{path}",
+            "github": f"{src['repository']}/blob/{tag}/{path}"}
+
+
+def notebook_requirements(src: dict, otter: str) -> str:
+    """``requirements.txt`` of the published notebooks (Binder builds from it) and of the notebooks zip: the CPU
+    build of PyTorch, this release of sigprop with what the pages import, and the assignments' otter-grader."""
+    return "\n".join([
+        "# sigprop's notebooks: pip install -r requirements.txt (Binder builds its image from this file)",
+        "# PyTorch's CPU build: on Linux a plain `torch` from PyPI is the CUDA build, about 5 GB",
+        f"--extra-index-url {TORCH_CPU_INDEX}",
+        src["pip"], otter, ""])
+
+
+def setup_cell(src: dict, edition: str, page_url: str) -> str:
+    """The first cell of a built notebook (book/notebooks.py; collapsed under its first line, Colab's ``@title``):
+    what it is, how to install the release, and the numbers the text quotes shown under the cells that compute
+    them (myst-nb's ``glue`` records them unseen)."""
+    return (f"# @title Set-up: run this cell first (on Colab it installs sigprop {src['version']})\n"
+            f"# The {edition}'s edition of {page_url}\n"
+            "# On Binder sigprop is installed. Elsewhere install it once (on Linux the extra index gives PyTorch's\n"
+            "# CPU build; a plain `torch` from PyPI is the ~5 GB CUDA build):\n"
+            f"#   pip install \"{src['pip']}\" --extra-index-url {TORCH_CPU_INDEX}\n"
+            "import os, sys\n"
+            "if \"google.colab\" in sys.modules:\n"
+            f"    SIGPROP = os.environ.get(\"SIGPROP_INSTALL\", \"{src['pip']}\")\n"
+            "    %pip install -q \"$SIGPROP\"\n"
+            "\n"
+            "# Each number the text quotes is recorded by glue(name, value) in the cell that computes it; shown here.\n"
+            "def _show_glued(publish):\n"
+            "    def show(data, metadata=None, *args, **kwargs):\n"
+            "        record = (metadata or {}).get(\"scrapbook\") or {}\n"
+            "        key = record.get(\"mime_prefix\", \"\") + \"text/plain\"\n"
+            "        if record.get(\"mime_prefix\") and key in data:\n"
+            "            data = {\"text/plain\": record[\"name\"] + \": \" + data[key].strip(\"'\")}\n"
+            "        return publish(data, metadata, *args, **kwargs)\n"
+            "    show.sigprop = True\n"
+            "    return show\n"
+            "\n"
+            "_shell = get_ipython()\n"
+            "if not getattr(_shell.display_pub.publish, \"sigprop\", False):\n"
+            "    _shell.display_pub.publish = _show_glued(_shell.display_pub.publish)")
 
 
 def release_links(src: dict, text: str) -> str:
     """``text`` with every link to one of this repository's releases pointed at this release's downloads."""
     return re.sub(re.escape(src["repository"]) + r"/releases(?:/tag/[\w.+-]+)?", src["release"], text)
+
+
+def pinned_downloads(src: dict, text: str) -> str:
+    """``text`` with the release's file names (``sigprop-notebooks-V.zip``, ``sigprop-V-py3-none-any.whl``, ...),
+    Colab links to the published notebooks and the notebooks tag at this version."""
+    text = re.sub(r"\bsigprop-(notebooks|solutions|book|autograder-[a-z0-9<>-]+?)-\d+\.\d+\.\d+(?=[-./])",
+                  lambda m: f"sigprop-{m[1]}-{src['version']}", text)
+    text = re.sub(r"\bsigprop-\d+\.\d+\.\d+(?=-py3-none-any\.whl|\.tar\.gz|-release-notes)",
+                  f"sigprop-{src['version']}", text)
+    text = re.sub(r"\bnotebooks-v\d+\.\d+\.\d+\b", src["notebooks_ref"], text)
+    text = re.sub(r"(https://colab\.research\.google\.com/github/)[\w.-]+/[\w.-]+/blob/",
+                  rf"\g<1>{src['github']}/blob/", text)
+    return re.sub(r"(https://mybinder\.org/v2/gh/)[\w.-]+/[\w.-]+/", rf"\g<1>{src['github']}/", text)
 
 
 def footer(src: dict) -> str:
@@ -107,7 +188,7 @@ def expected_files(src: dict) -> dict[pathlib.Path, str]:
             cell["source"] = _lines(re.sub(r"sigprop @ git\+[^\"\s]*", pinned, "".join(cell["source"])))
         out[path] = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
     page = ROOT / "book" / "instructors.md"
-    out[page] = release_links(src, re.sub(r"sigprop @ git\+[^\"\s]*", pinned, page.read_text()))
+    out[page] = release_links(src, pinned_downloads(src, re.sub(r"sigprop @ git\+[^\"\s]*", pinned, page.read_text())))
     intro = ROOT / "book" / "intro.md"
     out[intro] = release_links(src, intro.read_text())
     return out
@@ -115,6 +196,9 @@ def expected_files(src: dict) -> dict[pathlib.Path, str]:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--version" in argv:                         # the release workflow checks its tag against it
+        print(version())
+        return 0
     src = source()
     stale = [p for p, text in expected_files(src).items() if p.read_text() != text]
     if "--check" in argv:

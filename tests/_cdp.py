@@ -38,7 +38,8 @@ class Browser:
     """One headless Chromium; ``open(url)`` returns what the page's console recorded and ``evaluate``
     runs a script in it. Use as a context manager."""
 
-    def __init__(self, executable: str, *, width: int = 1280, height: int = 900, timeout: float = 60.0):
+    def __init__(self, executable: str, *, width: int = 1280, height: int = 900, timeout: float = 60.0,
+                 localhost: bool = False):
         self.width, self.height, self.timeout = width, height, timeout
         self._profile = tempfile.TemporaryDirectory(prefix="sigprop-chromium-")
         to_child_r, self._to_child = os.pipe()
@@ -56,8 +57,9 @@ class Browser:
              "--remote-debugging-pipe", f"--user-data-dir={self._profile.name}", "--no-first-run",
              "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--mute-audio", "--hide-scrollbars",
-             # nothing from the network: a remote address does not resolve (the book must read offline)
-             "--host-resolver-rules=MAP * ~NOTFOUND",
+             # nothing from the network: a remote address does not resolve (the book must read offline); with
+             # localhost=True, 127.0.0.1 does (a local JupyterLab server, tests/test_book_browser.py)
+             "--host-resolver-rules=MAP * ~NOTFOUND" + (", EXCLUDE 127.0.0.1" if localhost else ""),
              # tabs loading side by side are not throttled as background tabs (no frames, slow timers)
              "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
              "--disable-backgrounding-occluded-windows",

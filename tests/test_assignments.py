@@ -140,9 +140,13 @@ def test_command_line_builds_index_and_publishes_student_folders_only(tmp_path):
     assert ma.main([NAMES[0], "--out", str(out), "--no-run-tests", "--publish", str(public)]) == 0
     assert ma.colab_url(NAMES[0]) in (out / "README.md").read_text()
     assert (out / NAMES[0] / "autograder" / f"{NAMES[0]}-autograder.zip").is_file()
-    published = sorted(p.relative_to(public).parts[:2] for p in public.rglob("*") if p.is_file())
-    assert published and all(parts in {(NAMES[0], "student"), ("README.md",)} for parts in published), published
+    published = sorted(p.relative_to(public).as_posix() for p in public.rglob("*") if p.is_file())
+    student = sorted(f"{NAMES[0]}/{p.relative_to(out / NAMES[0] / 'student').as_posix()}"
+                     for p in (out / NAMES[0] / "student").rglob("*") if p.is_file())
+    assert published == sorted(student + ["README.md"]), published      # the published layout: <name>/<name>.ipynb
     assert ma.find_leaks(ma.HERE / f"{NAMES[0]}.ipynb", public) == []
+    assert ma.colab_url(NAMES[0]).endswith(f"/blob/notebooks-v{__import__('sigprop').__version__}/"
+                                           f"{ma.published_path(NAMES[0])}")
 
 
 def test_instructor_page_links_every_student_notebook():

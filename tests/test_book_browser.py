@@ -12,8 +12,14 @@ On every page of ``_build/html`` (``make book``; ``SIGPROP_BOOK_HTML`` points el
   shows the scroll hint of ``book/_static/sigprop.js``; no code line cut at the column edge; nothing
   wider than the window.
 
-Skipped, with the reason, where no Chromium is installed (``apt-get install chromium``; ``.ci/run`` does)
-or no site is built. The browser is driven through the DevTools protocol over a pipe (``tests/_cdp.py``):
+Two built notebooks (``_build/html/_notebooks``, book/notebooks.py: what Colab, Binder and the download button
+serve) are opened in JupyterLab (installed in the environment, the test extra; served on 127.0.0.1), every cell
+rendered: every formula typeset without error, no TeX and no MyST printed as text (a role, a directive block,
+``:::``, ``(label)=``), every solution folded in a closed ``<details>``, theorem and proof boxes quoted, every link
+absolute (into the published HTML). ``SIGPROP_BROWSER_SHOTS=folder`` saves a screenshot of each.
+
+Skipped, with the reason, where no Chromium is installed (``apt-get install chromium``; ``.ci/run`` does; the
+workflows install it with an action), no site is built, or no JupyterLab is installed. The browser is driven through the DevTools protocol over a pipe (``tests/_cdp.py``):
 nothing is fetched from the network (remote images, such as the Colab badges, fail to load and are
 ignored: tests/test_book_offline.py rules on them). Pages load ``SIGPROP_BROWSER_TABS`` at a time (default:
 the number of CPUs, at most 4). Measured: 44 pages in 209 s with 2 tabs on 2 cores beside a load average
@@ -25,7 +31,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -143,3 +155,133 @@ def test_no_hidden_table_columns(report):
 def test_no_cut_code_lines_or_page_overflow(report):
     bad = _failures(report, "overflow")
     assert not bad, _message(f"content cut or wider than a {WIDTH} px window", bad)
+
+
+# ----------------------------------------------------------------------------- built notebooks in JupyterLab
+
+#: two built notebooks (reader's edition): the primer (exercises with solutions, a definition list, a code block)
+#: and a chapter page (lemmas and proofs, figures, citations, glued numbers, ledger quotes)
+NOTEBOOKS = ("book/primer.ipynb", "chapters/noci2022/01_uniform_attention.ipynb")
+LAB_SETTINGS = {
+    # every cell rendered, not only those in view (JupyterLab 4 renders a long notebook lazily by default)
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    # no "Would you like to get notified about official Jupyter news?" over the notebook (and no network)
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                         "checkForUpdates": False},
+}
+# Wait until the notebook's cells are there and MathJax has stopped adding formulas (stable for 1.5 s).
+LAB_SETTLE_JS = r"""
+(async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  const t0 = performance.now();
+  let last = "", stable = 0;
+  while (performance.now() - t0 < 90000) {
+    const cells = document.querySelectorAll('.jp-Notebook .jp-Cell').length;
+    const now = cells + '/' + document.querySelectorAll('.jp-RenderedMarkdown mjx-container').length;
+    if (cells > 0 && now === last) { if (++stable >= 6) return now; } else { stable = 0; last = now; }
+    await sleep(250);
+  }
+  return 'timeout ' + last;
+})()
+"""
+LAB_CHECK_JS = (pathlib.Path(__file__).with_name("jupyterlab_checks.js")).read_text(encoding="utf-8")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab serving the two built notebooks; yields {notebook: findings}."""
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium (apt-get install chromium, or set SIGPROP_CHROMIUM): the notebooks are not opened")
+    pytest.importorskip("jupyterlab", reason="JupyterLab (the test extra) serves the notebooks")
+    built = HTML / "_notebooks" / "reader"
+    if not all((built / nb).is_file() for nb in NOTEBOOKS):
+        pytest.skip(f"no built notebooks in {built} (run `make book`)")
+    tmp = tmp_path_factory.mktemp("lab")
+    root, settings = tmp / "root", tmp / "settings"
+    for nb in NOTEBOOKS:
+        (root / nb).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built / nb, root / nb)
+    for name, value in LAB_SETTINGS.items():
+        (settings / name).parent.mkdir(parents=True, exist_ok=True)
+        (settings / name).write_text(json.dumps(value))
+    token, port = secrets.token_hex(16), _free_port()
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(tmp / "config")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0"]
+        + (["--allow-root"] if os.geteuid() == 0 else []),
+        env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / "server.log", "w"))
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start: {(tmp / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        shots = os.environ.get("SIGPROP_BROWSER_SHOTS")
+        results = {}
+        with Browser(chromium, width=WIDTH, height=900, timeout=120, localhost=True) as browser:
+            for nb in NOTEBOOKS:
+                # ?reset: a fresh workspace, without the previous notebook's tab restored beside this one
+                tab = browser.start(f"http://127.0.0.1:{port}/lab/tree/{nb}?reset&token={token}")
+                try:
+                    browser.wait_event("Page.loadEventFired", tab.session, 120)
+                    found = {"settled": tab.evaluate(LAB_SETTLE_JS, timeout=120)} | tab.evaluate(LAB_CHECK_JS)
+                    if shots:
+                        pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
+                        stem = pathlib.Path(shots) / nb.replace("/", "_").replace(".ipynb", "")
+                        pathlib.Path(f"{stem}.png").write_bytes(tab.screenshot())
+                        tab.evaluate("(document.querySelector('.jp-RenderedMarkdown details') || document.querySelector("
+                                     "'.jp-RenderedMarkdown blockquote') || document.body).scrollIntoView()")
+                        time.sleep(1)
+                        pathlib.Path(f"{stem}-box.png").write_bytes(tab.screenshot())
+                finally:
+                    tab.close()
+                source = json.loads((built / nb).read_text())
+                found["expected"] = {"cells": len(source["cells"]),
+                                     "markdown": sum(c["cell_type"] == "markdown" for c in source["cells"]),
+                                     "details": sum("".join(c["source"]).count("<details>") for c in source["cells"])}
+                results[nb] = found
+        yield results
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def test_notebooks_open_in_jupyterlab_with_every_cell_rendered(lab):
+    for nb, found in lab.items():
+        assert not str(found["settled"]).startswith("timeout"), (nb, found["settled"])
+        assert (found["cells"], found["markdown"]) == (found["expected"]["cells"], found["expected"]["markdown"]), nb
+
+
+def test_notebooks_math_renders_in_jupyterlab(lab):
+    for nb, found in lab.items():
+        assert found["formulas"] > 20, (nb, found["formulas"])                 # each page has dozens
+        assert not found["math_errors"] and not found["raw_tex"], (nb, found["math_errors"], found["raw_tex"][:5])
+
+
+def test_notebooks_show_no_raw_markup_in_jupyterlab(lab):
+    for nb, found in lab.items():
+        assert not found["raw_myst"], (nb, found["raw_myst"][:5])
+        assert not found["local_links"], (nb, found["local_links"][:5])       # every link into the published HTML
+        assert not found["empty_links"], (nb, found["empty_links"][:5])       # every link has its text
+
+
+def test_notebooks_fold_solutions_and_quote_boxes_in_jupyterlab(lab):
+    primer, chapter = (lab[nb] for nb in NOTEBOOKS)
+    assert primer["details"] == primer["expected"]["details"] > 0 and primer["open_details"] == 0, primer
+    assert chapter["boxes"] > 0, "lemma and proof boxes are quoted, headed in bold"

@@ -1,5 +1,6 @@
 """.ci/nbval_reuse.py (used by .ci/run): the library hash it compares is the Makefile's, and without a
-matching build cache every notebook is executed by nbval."""
+matching build cache every notebook is executed by nbval. .ci/nbval_built.py (make test-notebooks): a built
+notebook whose code is its page's runs through its page (nbval on small notebooks, ~15 s)."""
 from __future__ import annotations
 
 import importlib.util
@@ -63,3 +64,44 @@ def test_everything_reused_is_a_pass_not_no_tests_collected(monkeypatch):
     session.exitstatus = 5
     reuse.pytest_sessionfinish(session, 5)        # nothing reused: an empty selection stays an error
     assert session.exitstatus == 5
+
+
+# ----------------------------------------------------------------------------- .ci/nbval_built.py
+
+def _nb(path: pathlib.Path, code: list[str], source: pathlib.Path | None = None) -> pathlib.Path:
+    """A notebook with an install (or set-up) cell and ``code``; built from ``source`` when given."""
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+              "source": text} for i, text in enumerate(['import sys\nif "google.colab" in sys.modules:\n    pass']
+                                                       + code)]
+    meta = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    if source is not None:
+        meta["sigprop"] = {"source": str(source), "edition": "reader"}
+    path.write_text(__import__("json").dumps({"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def _nbval(*paths, tmp_path) -> subprocess.CompletedProcess:
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / ".ci"), "PYTEST_ADDOPTS": ""}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "nbval_built", "--nbval-lax", "--nbval-current-env",
+                           "-p", "no:cacheprovider", "-rA", "--rootdir", str(tmp_path), *map(str, paths)],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_built_notebook_runs_through_its_page_when_their_code_is_equal(tmp_path):
+    """The page's two cells run; its built notebook's are deselected. A built notebook whose code differs runs,
+    and so does one whose page is not given; a Markdown page's (its set-up cell alone) is deselected."""
+    page = _nb(tmp_path / "page.ipynb", ["x = 1", "assert x == 1"])
+    same = _nb(tmp_path / "same.ipynb", ["x = 1", "assert x == 1"], source=page)
+    other = _nb(tmp_path / "other.ipynb", ["x = 2", "assert x == 2"], source=page)
+    (tmp_path / "notes.md").write_text("# Notes\n")
+    notes = _nb(tmp_path / "notes.ipynb", [], source=tmp_path / "notes.md")
+    run = _nbval(page, same, other, notes, tmp_path=tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:]
+    ran = {line.split("::")[0].split()[-1] for line in run.stdout.splitlines() if line.startswith("PASSED")}
+    assert ran == {"page.ipynb", "other.ipynb"}, run.stdout[-3000:]
+    assert "2 built notebooks not executed" in run.stdout
+    alone = _nbval(same, tmp_path=tmp_path)               # its page not collected: it runs
+    assert alone.returncode == 0 and "PASSED same.ipynb" in alone.stdout, alone.stdout[-2000:]

@@ -1,5 +1,7 @@
 """A Colab start, simulated: a fresh environment with Colab's preinstalled packages but no sigprop, a page's
-first (install) cell pointed at a locally built wheel through ``SIGPROP_INSTALL``, then the page runs.
+first (install) cell pointed at a locally built wheel through ``SIGPROP_INSTALL``, then the page runs. The page is
+the one Colab opens: the primer's built notebook (reader's edition, ``make book``: its set-up cell, book/sources.py),
+or, without a build, the primer's source (its hidden install cell).
 
 "Colab's preinstalled packages" are this environment's (torch, numpy, scipy, matplotlib, pandas, ipywidgets,
 transformers, Jupyter), made visible to a new virtual environment without sigprop; ``google.colab`` is faked
@@ -14,7 +16,8 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PAGE = ROOT / "book" / "primer.ipynb"
+BUILT = ROOT / "_build" / "html" / "_notebooks" / "reader" / "book" / "primer.ipynb"
+PAGE = BUILT if BUILT.is_file() else ROOT / "book" / "primer.ipynb"
 FAKE_COLAB = 'import sys, types\nsys.modules["google.colab"] = types.ModuleType("google.colab")  # simulated Colab'
 WHERE = 'import sigprop\nprint("SIGPROP_FILE", sigprop.__file__)'
 

@@ -5,11 +5,14 @@
   (book/sources.py) and agrees; ``CHANGELOG.md`` has a section for it, and for every tag ``v*`` the tag's
   library says that version and the CHANGELOG's ledger counts are the tag's record.
 * The artefacts are built as ``make release`` builds them, on a reduced input to stay fast: a two-page book
-  (HTML and single-page builds, ~10 s) instead of the whole site, one assignment, the real notebooks. The
-  wheel is then installed into a fresh virtual environment with ``pip --no-index`` (this environment's
-  packages stand in for an instructor's, as in tests/test_colab.py, without sigprop), where a chapter page
-  from the notebooks zip runs and the otter autograder grades the zip's student notebook blank (zero) and
-  filled in with the solutions (full marks). About a minute and a half on two busy cores.
+  (HTML with its built notebooks, and the single-page build, ~10 s) instead of the whole site, one assignment.
+  Built twice, every zip has the same SHA256 (sorted entries, one timestamp; otter's own autograder zip differs
+  on every build). ``book/release.py`` refuses bad arguments before it builds anything.
+* The instructors' page is followed step by step from the artefacts alone (book/instructors.md, "Trying a
+  release": its code block, line by line): unzip, a fresh virtual environment, the wheel from the notebooks zip
+  installed with ``pip --no-index`` (this environment's packages stand in for PyPI, as in tests/test_colab.py,
+  without sigprop), the student notebook run, graded blank (zero) and solved (full marks) by ``otter run``;
+  in that environment a chapter page runs from the wheel. About two minutes on two busy cores.
 * The PDF needs Chromium (``apt-get install chromium``): without it those tests skip, saying so.
 """
 from __future__ import annotations
@@ -123,7 +126,8 @@ def test_built_site_names_this_version_and_packs_for_offline_reading(tmp_path):
     if not found:
         pytest.skip("the site was built before the footer named the version: make book")
     assert found == [V], f"_build/html is of version {found}, the library {V}: make book"
-    assert "btn-download-source-button" in text and 'setAttribute("download"' in text
+    assert "btn-download-notebook-button" in text and 'setAttribute("download"' in text
+    assert (index.parent / "_notebooks" / "reader" / "book" / "intro.ipynb").is_file(), "the download button's file"
     archive = release.html_zip(index.parent, tmp_path, V)          # raises on a link to a missing file
     with zipfile.ZipFile(archive) as z:
         assert f"sigprop-book-{V}/index.html" in z.namelist()
@@ -174,6 +178,7 @@ parse:
 sphinx:
   local_extensions:
     sigprop_release: {ext}
+    sigprop_notebooks: {ext}
   extra_extensions: [sphinx-mathjax-offline]
   config:
     mathjax_path: mathjax/tex-chtml.js
@@ -239,7 +244,8 @@ def built(tmp_path_factory):
     release.html_zip(book / "html", dist, V)
     assigned = release.assignments(tmp / "assignments", only=[ASSIGNMENT], run_tests=False)
     release.autograders(dist, V, assigned)
-    release.notebooks_zip(dist, V, {n: p["student_dir"] for n, p in assigned.items()})
+    release.solutions_zip(dist, V, assigned)
+    release.notebooks_zip(dist, V, book / "html", {n: p["student_dir"] for n, p in assigned.items()}, wheel)
     check = None
     if release.release_pdf.chromium():
         single = book / "singlehtml"
@@ -251,7 +257,7 @@ def built(tmp_path_factory):
 
 def test_artefacts_are_named_by_the_version_and_summed(built):
     dist, n = built["dist"], release.names(V)
-    expected = {n["wheel"], n["sdist"], n["html"], n["notebooks"], n["notes"], n["sums"],
+    expected = {n["wheel"], n["sdist"], n["html"], n["notebooks"], n["notes"], n["sums"], n["solutions"],
                 n["autograder"].format(name=ASSIGNMENT)} | ({n["pdf"]} if built["pdf"] else set())
     assert {p.name for p in dist.iterdir()} == expected
     sums = dict(reversed(line.split("  ", 1)) for line in (dist / "SHA256SUMS").read_text().splitlines())
@@ -285,7 +291,7 @@ def test_html_archive_reads_offline_from_its_index(built, tmp_path):
         z.extractall(tmp_path)
     index = tmp_path / f"sigprop-book-{V}" / "index.html"
     assert "../_static/mathjax/tex-chtml.js" in (index.parent / "book" / "page.html").read_text()
-    assert (index.parent / "_sources" / "book" / "page.ipynb").is_file()
+    assert (index.parent / "_notebooks" / "reader" / "book" / "page.ipynb").is_file()     # the download button's
     assert f"sigprop {V} · " in release.landing_page(index).read_text()
 
 
@@ -300,16 +306,18 @@ def test_html_archive_refuses_a_stale_or_broken_site(built, tmp_path):
         release.html_zip(site, tmp_path, V)
 
 
-def test_download_button_saves_the_notebook(built):
-    """The theme's .ipynb link gets a download attribute (the file's name) in a browser."""
+def test_download_button_saves_the_built_notebook(built):
+    """The download menu's .ipynb link is the page's built notebook (reader's edition), and gets a download
+    attribute (the file's name) in a browser; the MyST source is no longer offered."""
     html = (built["book"] / "html" / "book" / "page.html").read_text()
-    assert 'href="../_sources/book/page.ipynb"' in html and "btn-download-source-button" in html
+    assert 'href="../_notebooks/reader/book/page.ipynb"' in html and "btn-download-notebook-button" in html
+    assert "_sources/book/page.ipynb" not in html and "btn-download-source-button" not in html
     if not release.release_pdf.chromium():
         pytest.skip(NO_CHROMIUM)
     with release.release_pdf.open_page(built["book"] / "html" / "book" / "page.html", timeout=120) as page:
-        links = page.evaluate('[...document.querySelectorAll("a.btn-download-source-button")]'
+        links = page.evaluate('[...document.querySelectorAll("a.btn-download-notebook-button")]'
                               '.map(a => [a.getAttribute("href"), a.getAttribute("download"), a.target])')
-    assert links == [["../_sources/book/page.ipynb", "page.ipynb", ""]]
+    assert links == [["../_notebooks/reader/book/page.ipynb", "page.ipynb", ""]]
 
 
 def test_pdf_has_every_formula_typeset_and_every_figure(built):
@@ -335,11 +343,14 @@ def test_pdf_refuses_a_formula_left_as_tex(tmp_path):
 
 
 def test_notebooks_archive(built, tmp_path):
+    """Both editions of every page, the student assignment, the wheel, requirements and a README that installs
+    what the assignments need (otter-grader) and warns about PyTorch's CUDA build; nothing solved."""
     with zipfile.ZipFile(built["dist"] / release.names(V)["notebooks"]) as z:
         z.extractall(tmp_path)
     top = tmp_path / f"sigprop-notebooks-{V}"
-    pages = {p.relative_to(top).as_posix() for p in top.rglob("*.ipynb") if "assignments" not in p.parts}
-    assert pages == {p.relative_to(ROOT).as_posix() for p in sources.notebooks()}
+    for edition in ("reader", "student"):
+        assert {p.relative_to(top / edition).as_posix() for p in (top / edition).rglob("*.ipynb")} == \
+            {"book/intro.ipynb", "book/page.ipynb"}
     for path in top.rglob("*.ipynb"):
         cells = json.loads(path.read_text())["cells"]
         assert not any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code"), path
@@ -347,77 +358,166 @@ def test_notebooks_archive(built, tmp_path):
     assert (student / f"{ASSIGNMENT}.ipynb").is_file() and list((student / "tests").glob("q*.py"))
     ma = _module("sigprop_make_assignments_t", ROOT / "book" / "assignments" / "make_assignments.py")
     assert ma.find_leaks(ma.HERE / f"{ASSIGNMENT}.ipynb", top) == []
-    assert (top / "requirements.txt").read_text().strip() == sources.source()["pip"]
+    assert (top / release.names(V)["wheel"]).is_file()
+    requirements = (top / "requirements.txt").read_text()
+    assert sources.source()["pip"] in requirements and ma.OTTER_REQUIREMENT in requirements.splitlines()
+    assert f"--extra-index-url {sources.TORCH_CPU_INDEX}" in requirements.splitlines()
+    readme = (top / "README.md").read_text()
+    assert f'pip install "{release.names(V)["wheel"]}[notebooks]" {ma.OTTER_REQUIREMENT} jupyterlab' in readme
+    assert f"pip install torch --index-url {sources.TORCH_CPU_INDEX}" in readme and "5 GB" in readme
+    assert (top / "runtime.txt").read_text().startswith("python-3.")
+
+
+def test_solutions_archive_holds_each_assignment_solved(built, tmp_path):
+    with zipfile.ZipFile(built["dist"] / release.names(V)["solutions"]) as z:
+        assert z.namelist() == [f"sigprop-solutions-{V}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"]
+        nb = json.loads(z.read(z.namelist()[0]))
+    assert nb["metadata"]["otter"]["assignment_name"], "otter grades a notebook that names its assignment"
+
+
+def test_zips_are_reproducible(built, tmp_path):
+    """Built again (otter assign again, the site zipped again), every zip has the same SHA256."""
+    again = tmp_path / "dist"
+    again.mkdir()
+    assigned = release.assignments(tmp_path / "assignments", only=[ASSIGNMENT], run_tests=False)
+    release.autograders(again, V, assigned)
+    release.solutions_zip(again, V, assigned)
+    release.notebooks_zip(again, V, built["book"] / "html", {n: p["student_dir"] for n, p in assigned.items()},
+                          built["wheel"])
+    release.html_zip(built["book"] / "html", again, V)
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    names = sorted(p.name for p in again.iterdir())
+    assert len(names) == 4
+    assert {n: digest(again / n) for n in names} == {n: digest(built["dist"] / n) for n in names}
+    otter_zip = assigned[ASSIGNMENT]["autograder"]
+    with zipfile.ZipFile(otter_zip) as z, zipfile.ZipFile(again / release.names(V)["autograder"].format(
+            name=ASSIGNMENT)) as ours:
+        assert {i.filename: z.read(i) for i in z.infolist() if not i.is_dir()} == \
+            {i.filename: ours.read(i) for i in ours.infolist()}                 # the same files, rewritten
+        assert [i.filename for i in ours.infolist()] == sorted(i.filename for i in ours.infolist())
+        assert len({i.date_time for i in ours.infolist()}) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--html", "{tmp}/missing"], "no built site there"),
+    (["--dist", "{tmp}/a-file"], "a file, not a folder"),
+    (["--dist", "{tmp}/other", "--no-pdf"], "holds files that are not a release's"),
+    (["--notebooks-tree", "{tmp}/a-file"], "not an empty folder")])
+def test_release_refuses_bad_arguments_before_building_anything(args, message, tmp_path, capsys, built):
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    html = ["--html", str(built["book"] / "html")] if "--html" not in args else []
+    egg = ROOT / "lib" / "sigprop.egg-info"
+    before = egg.stat().st_mtime_ns if egg.exists() else None
+    assert release.main([a.format(tmp=tmp_path) for a in args] + html) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert (egg.stat().st_mtime_ns if egg.exists() else None) == before       # no wheel was built
+    assert not (tmp_path / "missing").exists() and (tmp_path / "other" / "notes.txt").is_file()
 
 
 # ----------------------------------------------------------------------------- a fresh install
 
-def _fresh_env(tmp: pathlib.Path) -> pathlib.Path:
+def _fresh_env(tmp: pathlib.Path, name: str = "venv") -> pathlib.Path:
     """A new virtual environment seeing this environment's packages but not sigprop (tests/test_colab.py).
     Without its own pip and setuptools (``--without-pip``): an old setuptools seeded by ``venv`` would hide
     this environment's, which torch requires; ``python -m pip`` is this environment's pip."""
-    env_dir = tmp / "venv"
+    env_dir = tmp / name
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=300)
     py = env_dir / "bin" / "python"
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    (pathlib.Path(purelib) / "preinstalled.pth").write_text(str(colab._preinstalled(tmp / "preinstalled")) + "\n")
+    (pathlib.Path(purelib) / "preinstalled.pth").write_text(str(colab._preinstalled(tmp / f"{name}-packages")) + "\n")
     return py
 
 
-def _fill_answers(student: dict, solutions: dict) -> dict:
-    """The student notebook with each answer cell replaced by the solution cell in the same place."""
-    answers = [c for c in solutions["cells"] if "otter_assign_solution_cell" in c["metadata"].get("tags", [])]
-    cells = [c for c in student["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])]
-    assert len(answers) == len(cells) > 0
-    for cell, answer in zip(cells, answers):
-        cell["source"] = answer["source"]
-    return student
+TRY = "Install a release, open a student notebook, grade it blank and solved"
+#: lines of the page's block the test does differently, and why (everything else runs as written, with pip offline)
+STAND_INS = {
+    "python3 -m venv ": "a fresh environment seeing this one's packages but not sigprop (no network: they stand in "
+                        "for PyPI), activated as `. course/bin/activate` does",
+    "pip install torch ": "this environment's PyTorch (CPU) stands in: no network",
+    "jupyter lab ": "the notebook is run, top to bottom, in the environment's kernel (what a student does first)",
+}
 
 
-GRADE = """import json, sys
-from otter.api import grade_submission
-r = grade_submission(sys.argv[1], sys.argv[2], quiet=True, debug=True)
-print("GRADED", json.dumps({"total": r.total, "possible": r.possible}))
-"""
+def page_steps() -> list[str]:
+    """The lines of the instructors' page's "Trying a release" block (book/instructors.md)."""
+    text = (ROOT / "book" / "instructors.md").read_text()
+    m = re.search(r"```\{code-block\} bash\n:caption: " + re.escape(TRY) + r"\n\n(.*?)\n```", text, re.S)
+    assert m, f"book/instructors.md has no code block captioned {TRY!r}"
+    return [line for line in m.group(1).splitlines() if line.strip()]
 
 
-def test_the_wheel_installs_offline_and_runs_a_page_and_the_autograder(built, tmp_path):
-    py = _fresh_env(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_"))}
-    env.update(SIGPROP_PROFILE="quick", MPLBACKEND="Agg", PATH=f"{py.parent}:{env['PATH']}",
-               PIP_CONFIG_FILE=os.devnull)
-    install = subprocess.run([str(py), "-m", "pip", "install", "--no-index", "-q", str(built["wheel"])],
-                             capture_output=True, text=True, env=env, timeout=300)
-    assert install.returncode == 0, install.stdout + install.stderr
-    with zipfile.ZipFile(built["dist"] / release.names(V)["notebooks"]) as z:
-        z.extractall(tmp_path / "nb")
-    top = tmp_path / "nb" / f"sigprop-notebooks-{V}"
+def _shims(bin_dir: pathlib.Path) -> None:
+    """``pip``, ``otter`` and ``jupyter`` of the environment: pip finds otter-grader and JupyterLab already there
+    (this environment's), so it writes no scripts for them."""
+    for name, module in (("pip", "pip"), ("otter", "otter"), ("jupyter", "jupyter")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec "$(dirname "$0")/python" -m {module} "$@"\n')
+        (bin_dir / name).chmod(0o755)
 
-    nb = json.loads((top / PAGE).read_text())
+
+@pytest.fixture(scope="module")
+def course(built, tmp_path_factory):
+    """book/instructors.md's "Trying a release", line by line, in a folder holding the release's files alone."""
+    folder = tmp_path_factory.mktemp("downloads")
+    for path in built["dist"].iterdir():
+        shutil.copy2(path, folder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_", "PYTEST_"))}
+    env.update(SIGPROP_PROFILE="quick", MPLBACKEND="Agg", PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")
+    done = []
+    for line in page_steps():
+        line = line.split("  #")[0].strip()
+        if line.startswith("python3 -m venv "):
+            name = line.split()[3]
+            py = _fresh_env(folder, name)
+            _shims(py.parent)
+            env.update(PATH=f"{py.parent}:{env['PATH']}", VIRTUAL_ENV=str(py.parent.parent))
+        elif line.startswith("jupyter lab "):
+            notebook = folder / line.split()[-1]
+            run = subprocess.run([str(py), "-m", "nbconvert", "--to", "notebook", "--execute", "--output",
+                                  str(folder / "opened.ipynb"), "--ExecutePreprocessor.timeout=600", str(notebook)],
+                                 capture_output=True, text=True, env=env, cwd=folder, timeout=900)
+            assert run.returncode == 0, f"{line}\n{run.stderr[-3000:]}"
+        elif not line.startswith("pip install torch "):
+            run = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, cwd=folder,
+                                 timeout=900)
+            assert run.returncode == 0, f"{line}\n{(run.stdout + run.stderr)[-3000:]}"
+        done.append(line)
+    return {"folder": folder, "py": py, "env": env, "done": done}
+
+
+def _score(path: pathlib.Path) -> tuple[float, float]:
+    tests = json.loads(path.read_text())["tests"]
+    return sum(t.get("score", 0) for t in tests), sum(t.get("max_score", 0) for t in tests)
+
+
+def test_the_instructors_page_step_by_step(course):
+    """Every step of the page ran from the release's files: the student notebook opened and ran, its blank
+    version scored zero and the solved one full marks, as the page says."""
+    assert len(course["done"]) == len(page_steps()) >= 8
+    assert {k for k in STAND_INS if any(line.startswith(k) for line in course["done"])} == set(STAND_INS)
+    blank, solved = (_score(course["folder"] / "results" / kind / "results.json") for kind in ("blank", "solved"))
+    assert solved[1] > 0 and solved[0] == solved[1] and blank == (0, solved[1]), (blank, solved)
+    page = (ROOT / "book" / "instructors.md").read_text()
+    assert f"(0 of {solved[1]:g} points)" in page and f"({solved[1]:g} of {solved[1]:g})" in page
+    opened = json.loads((course["folder"] / "opened.ipynb").read_text())
+    errors = [o for c in opened["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors[:1]
+
+
+def test_a_chapter_page_runs_from_the_wheel(course, tmp_path):
+    """In the course's environment, a chapter page runs on the installed wheel (its packaged records), not the
+    checkout."""
+    nb = json.loads((ROOT / PAGE).read_text())
     nb["cells"].append(colab._cell(colab.WHERE))
     page = tmp_path / "page.ipynb"
     page.write_text(json.dumps(nb))
-    run = subprocess.run([str(py), "-m", "nbconvert", "--to", "notebook", "--execute", "--output", "executed.ipynb",
-                          "--ExecutePreprocessor.timeout=300", str(page)], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=600)
+    run = subprocess.run([str(course["py"]), "-m", "nbconvert", "--to", "notebook", "--execute", "--output",
+                          "executed.ipynb", "--ExecutePreprocessor.timeout=300", str(page)], capture_output=True,
+                         text=True, env=course["env"], cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     printed = "".join("".join(o.get("text", "")) for c in json.loads((tmp_path / "executed.ipynb").read_text())["cells"]
                       for o in c.get("outputs", []))
-    assert f"SIGPROP_FILE {tmp_path / 'venv'}" in printed, printed[-500:]      # the wheel's, not the checkout's
-
-    student = top / "assignments" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-    solved = tmp_path / "solved.ipynb"
-    solved.write_text(json.dumps(_fill_answers(json.loads(student.read_text()),
-                                               json.loads(built["assigned"][ASSIGNMENT]["solutions"].read_text()))))
-    blank = tmp_path / "blank.ipynb"
-    shutil.copyfile(student, blank)
-    autograder = built["dist"] / release.names(V)["autograder"].format(name=ASSIGNMENT)
-    scores = {}
-    for name, submission in (("solved", solved), ("blank", blank)):
-        graded = subprocess.run([str(py), "-c", GRADE, str(submission), str(autograder)], capture_output=True,
-                                text=True, env=env, cwd=tmp_path, timeout=600)
-        assert graded.returncode == 0, graded.stderr[-3000:]
-        scores[name] = json.loads(graded.stdout.split("GRADED ")[-1])
-    assert scores["solved"]["possible"] > 0 and scores["solved"]["total"] == scores["solved"]["possible"], scores
-    assert scores["blank"]["total"] == 0 and scores["blank"]["possible"] == scores["solved"]["possible"], scores
+    assert f"SIGPROP_FILE {course['folder'] / 'course'}" in printed, printed[-500:]

@@ -11,13 +11,19 @@ from __future__ import annotations
 from docutils import nodes
 
 
-def _role(name, rawtext, text, lineno, inliner, options=None, content=None):
+def text(role_text: str) -> str:
+    """What ``{ledger}`role_text``` renders (the book's notebooks write it in: book/_ext/sigprop_notebooks.py);
+    KeyError or ValueError for an unknown claim or field."""
     from sigprop.claims import load_record, quote
 
-    record = _role.record = getattr(_role, "record", None) or load_record()
-    id, _, field = text.partition(":")
+    record = text.record = getattr(text, "record", None) or load_record()
+    id, _, field = role_text.partition(":")
+    return quote(id.strip(), field.strip() or "measured", record=record)
+
+
+def _role(name, rawtext, text_, lineno, inliner, options=None, content=None):
     try:
-        value = quote(id.strip(), field.strip() or "measured", record=record)
+        value = text(text_)
     except (KeyError, ValueError) as exc:
         msg = inliner.reporter.error(f"ledger role: {exc}", line=lineno)
         return [inliner.problematic(rawtext, rawtext, msg)], [msg]

@@ -1,14 +1,12 @@
 """What a release needs from the book's build: downloads that save files, and a single-page build for the PDF.
 
-**The download button saves the page's source.** sphinx-book-theme (1.x) puts a download menu in every
-page's header (``use_download_button``, on by default): its ``.ipynb`` / ``.md`` entries link to
-``_sources/<page>.ipynb`` -- the notebook as committed, without outputs -- but render as
-``<a href=... target="_blank">`` without a ``download`` attribute, so a browser shows the notebook's JSON in
-a new tab instead of saving it. The theme's button macro takes no extra attributes; a few lines of script on
-every page give those two links a ``download`` attribute (the file's own name) and drop ``target``. Saved
-this way a notebook keeps its name and opens in Jupyter or Colab (its first, hidden cell installs
-``sigprop`` there). ``download`` applies to links of the page's own origin (the published site); in the
-offline HTML archive the notebook is a file already, under ``_sources/``.
+**The download button saves a notebook.** sphinx-book-theme (1.x) renders its download menu's entries as
+``<a href=... target="_blank">`` without a ``download`` attribute, so a browser shows a notebook's JSON in a new
+tab instead of saving it. The entries are the page's built notebooks (``sigprop_notebooks.py``: the reader's
+edition, and the student's where the page has solutions, under ``_notebooks/``), no longer its MyST source. The
+theme's button macro takes no extra attributes; a few lines of script on every page give those links a
+``download`` attribute (the file's own name) and drop ``target``. ``download`` applies to links of the page's own
+origin (the published site); in the offline HTML archive the notebooks are files already, under ``_notebooks/``.
 
 **The single-page build renders every node.** ``jupyter-book build --builder singlehtml`` (the PDF of a
 release, ``book/release.py``) looks up node visitors under the builder's name, ``singlehtml``, and falls back
@@ -19,8 +17,8 @@ the first lemma (``NotImplementedError: ... unknown node type: lemma_node``). Wh
 """
 from __future__ import annotations
 
-#: the theme's labels of the two source links in the download menu (``btn-<label>`` classes)
-SELECTORS = ("a.btn-download-source-button", "a.btn-download-notebook-button")
+#: the download menu's notebook links (``btn-<label>`` classes; labels set in sigprop_notebooks.py)
+SELECTORS = ("a.btn-download-notebook-button", "a.btn-download-student-notebook-button")
 
 SCRIPT = """
 document.addEventListener("DOMContentLoaded", function () {

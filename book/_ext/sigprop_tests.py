@@ -48,22 +48,28 @@ def resolve(target: str, root: pathlib.Path) -> tuple[str, int | None]:
     return path, line
 
 
-def _role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    env = inliner.document.settings.env
+def link(text: str, root: pathlib.Path, url: str, branch: str) -> tuple[str, str, bool]:
+    """``(shown, href, literal)`` of ``{test}`text```: the text a reader sees, the link to the test's line in the
+    repository ``url`` at ``branch``, and whether the text is the test's name (shown as code); ValueError for a
+    missing file or function. The book's notebooks write the same link (book/_ext/sigprop_notebooks.py)."""
     m = _EXPLICIT.match(text)
     label, target = (m["text"], m["target"]) if m else (None, text)
+    path, line = resolve(target, root)
+    href = f"{url.rstrip('/')}/blob/{branch}/{path}" + (f"#L{line}" if line else "")
+    return label or target.split("::")[-1], href, label is None
+
+
+def _role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    env = inliner.document.settings.env
+    theme = env.config.html_theme_options or {}
     try:
-        path, line = resolve(target, pathlib.Path(env.srcdir))
+        shown, href, literal = link(text, pathlib.Path(env.srcdir), theme.get("repository_url", ""),
+                                    theme.get("repository_branch") or "main")
     except ValueError as exc:
         msg = inliner.reporter.error(f"test role: {exc}", line=lineno)
         return [inliner.problematic(rawtext, rawtext, msg)], [msg]
-    theme = env.config.html_theme_options or {}
-    url = theme.get("repository_url", "").rstrip("/")
-    branch = theme.get("repository_branch") or "main"
-    href = f"{url}/blob/{branch}/{path}" + (f"#L{line}" if line else "")
-    shown = label or target.split("::")[-1]
     ref = nodes.reference(rawtext, "", refuri=href, classes=["sigprop-test"])
-    ref += nodes.literal(shown, shown) if label is None else nodes.Text(shown)
+    ref += nodes.literal(shown, shown) if literal else nodes.Text(shown)
     return [ref], []
 
 

@@ -10,8 +10,13 @@ into ``_build/assignments/<name>/`` and leaves
   writes the public tests next to it, so the notebook works on its own there;
 * ``autograder/<name>-autograder.zip`` -- the autograder for Gradescope (upload it as a
   "Programming assignment" autograder) or for local grading with
-  ``otter run -a <zip> <submission.ipynb>`` (no Docker);
-* ``autograder/<name>.ipynb`` -- the master with its solutions, without the tests.
+  ``otter run -a <zip> -o <existing folder> <submission.ipynb>`` (no Docker);
+* ``autograder/<name>.ipynb`` -- the master with its solutions, without the tests: unlike the
+  master, it carries the assignment's name, so its autograder grades it (full marks); the release
+  ships it (``sigprop-solutions-V.zip``, book/release.py).
+
+The release publishes the student folders with the book's notebooks (``assignments/<name>/`` at
+the notebooks tag, book/release.py); :func:`colab_url` is the pinned Colab link of each.
 
 Nothing here needs the network: the autograder zip carries a conda ``environment.yml`` (otter's
 own pin, ``otter-grader[grading,plugins]==<version>``, plus the lines of ``requirements.txt``)
@@ -41,6 +46,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import importlib.util
 import io
 import json
 import pathlib
@@ -54,10 +61,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEFAULT_OUT = ROOT / "_build" / "assignments"
 
-#: Where published student notebooks live for the Colab buttons: the contents of
-#: ``_build/assignments`` pushed to this branch of the project's repository.
-REPOSITORY = "sigprop/sigprop"
-PUBLISH_REF = "assignments"
+
+def _sources():
+    """book/sources.py: where the release's notebooks are published (one place for the repository and the tag)."""
+    spec = importlib.util.spec_from_file_location("sigprop_book_sources_assign", HERE.parent / "sources.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 #: The otter-grader version of the whole tool chain -- the only place it is written. It must equal
 #: the installed otter (``otter assign`` writes its own version into the autograder's
@@ -83,10 +93,15 @@ def masters() -> list[pathlib.Path]:
     return sorted(HERE.glob("*.ipynb"))
 
 
+def published_path(name: str) -> str:
+    """Where an assignment's student notebook is in the published notebooks (book/release.py, notebooks_tree)."""
+    return f"assignments/{name}/{name}.ipynb"
+
+
 def colab_url(name: str) -> str:
-    """Colab link of a published student notebook."""
-    return (f"https://colab.research.google.com/github/{REPOSITORY}/blob/{PUBLISH_REF}/"
-            f"{name}/student/{name}.ipynb")
+    """Colab link of a published student notebook, pinned to the release's notebooks tag (book/sources.py)."""
+    sources = _sources()
+    return sources.published(sources.source(), published_path(name))["colab"]
 
 
 def _source(cell) -> str:
@@ -305,12 +320,26 @@ def build(master, out=DEFAULT_OUT, *, run_tests: bool = True, quiet: bool = True
     if not pin.endswith(f"=={OTTER_GRADER_VERSION}"):
         raise RuntimeError(f"{name}: the autograder pins {pin}, the students {OTTER_REQUIREMENT}")
     student = dest / "student" / f"{name}.ipynb"
+    solutions = dest / "autograder" / f"{name}.ipynb"
+    for notebook in (student, solutions):
+        stable_ids(notebook, _load(master))
     inject_public_tests(student)
     leaks = find_leaks(master, student.parent)
     if leaks:
         raise RuntimeError(f"{name}: solution text reached the student version:\n  " + "\n  ".join(leaks))
-    return {"student": student, "student_dir": student.parent, "autograder": zip_path,
-            "solutions": dest / "autograder" / f"{name}.ipynb"}
+    return {"student": student, "student_dir": student.parent, "autograder": zip_path, "solutions": solutions}
+
+
+def stable_ids(path: pathlib.Path, master: dict) -> None:
+    """Give the cells ``otter assign`` adds (its ``grader.check`` cells, ...) ids that do not change from one build
+    to the next: otter draws them at random, so the release's zips changed on every build. A cell keeps the
+    master's id; another gets the hash of its place and text."""
+    nb = _load(path)
+    known = {c.get("id") for c in master["cells"]}
+    for i, cell in enumerate(nb["cells"]):
+        if cell.get("id") not in known:
+            cell["id"] = hashlib.sha256(f"{i}\n{_source(cell)}".encode()).hexdigest()[:8]
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def write_index(out: pathlib.Path, names: list[str], *, public: bool = False) -> pathlib.Path:
@@ -321,7 +350,8 @@ def write_index(out: pathlib.Path, names: list[str], *, public: bool = False) ->
     else:
         lines += ["| assignment | student notebook | autograder | Colab |", "| --- | --- | --- | --- |"]
     for n in names:
-        row = f"| {n} | [{n}/student/{n}.ipynb]({n}/student/{n}.ipynb) | "
+        student = f"{n}/{n}.ipynb" if public else f"{n}/student/{n}.ipynb"
+        row = f"| {n} | [{student}]({student}) | "
         if not public:
             row += f"[{n}/autograder/{n}-autograder.zip]({n}/autograder/{n}-autograder.zip) | "
         lines.append(row + f"[open in Colab]({colab_url(n)}) |")
@@ -329,22 +359,23 @@ def write_index(out: pathlib.Path, names: list[str], *, public: bool = False) ->
         lines += ["", "Student versions only: solutions and hidden tests stay with the instructors.", ""]
     else:
         lines += ["", "The `autograder/` folders hold the solutions and the hidden tests: keep them private. "
-                  f"`--publish DIR` copies the student folders alone, for the `{PUBLISH_REF}` branch of "
-                  f"{REPOSITORY} that the Colab links point to.", ""]
+                  "`--publish DIR` copies the student folders alone (a course repository's `assignments/`). "
+                  "The Colab links open the release's published copies (`make release`, the notebooks tag).", ""]
     path = out / "README.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 
 def publish(out: pathlib.Path, names: list[str], dest: pathlib.Path) -> pathlib.Path:
-    """Copy only the student folders of a build into ``dest`` (for a public branch)."""
+    """Copy only the student folders of a build into ``dest/<name>/`` (the layout of the published notebooks'
+    ``assignments/``: the notebook and its ``tests/`` side by side)."""
     dest = pathlib.Path(dest).resolve()
     if dest == out or out in dest.parents:
         raise ValueError(f"--publish must be outside the build folder {out}; got {dest}")
     if dest.exists():
         shutil.rmtree(dest)
     for n in names:
-        shutil.copytree(out / n / "student", dest / n / "student")
+        shutil.copytree(out / n / "student", dest / n)
     write_index(dest, names, public=True)
     return dest
 
