@@ -21,6 +21,7 @@ __all__ = [
     "LLAMA_BLOCK",
     "QWEN2_BLOCK",
     "GPT_NEOX_BLOCK",
+    "PUBLISHED_2026",
 ]
 
 #: Giorlandino & Goldt 2025, App. C.1 (Figs. 1(c)-(e), 2, 4): block variances of every deep-transformer
@@ -72,3 +73,31 @@ QWEN2_BLOCK = LLAMA_BLOCK
 #: (``rotary_pct = 0.25``), exact GELU, causal, biases everywhere (zero at initialisation).
 GPT_NEOX_BLOCK = MappingProxyType(dict(norm="pre", parallel=True, ln_center=True, causal=True, positions="rope",
                                        rope_theta=10000.0, rope_fraction=0.25, activation="gelu"))
+
+#: The blocks of 2026 at their published shapes (each model's ``config.json`` on the HuggingFace hub, read for the
+#: book; nothing is downloaded at run time): architecture fields of :class:`sigprop.BlockConfig` at the published
+#: width, and ``depth``. Every one initialises each linear layer (router included) from ``N(0, 0.02^2)``:
+#: :func:`sigprop.course.published_block` turns an entry into the config of that default initialisation.
+#: Windows and per-layer rotary bases are listed but the diagrams' ``T -> infinity`` maps leave them out.
+PUBLISHED_2026 = MappingProxyType({
+    # Qwen3-0.6B: QK-norm per head, head_dim 128 > 1024 / 16
+    "Qwen3-0.6B": MappingProxyType(dict(d=1024, heads=16, kv_heads=8, d_k=128, d_v=128, d_ff=3072, depth=28,
+                                        qk_norm="head", **{**LLAMA_BLOCK, "rope_theta": 1e6})),
+    # Gemma-3-1B (text): sandwich norms, QK-norm, GeGLU (tanh), 1 key/value head of 256; 5 local layers (window
+    # 512, base 10^4) to 1 global (base 10^6); logit scale query_pre_attn_scalar^-1/2 = 1/16
+    "Gemma-3-1B": MappingProxyType(dict(d=1152, heads=4, kv_heads=1, d_k=256, d_v=256, d_ff=6912, depth=26,
+                                        norm="pre", ln_center=False, causal=True, positions="rope", rope_theta=1e6,
+                                        activation="gelu_tanh", gated=True, branch_norm=True, qk_norm="head",
+                                        logit_scale=1 / 16)),
+    # OLMo-2-0425-1B: a norm after each branch and none before; QK-norm over the whole projection
+    "OLMo-2-1B": MappingProxyType(dict(d=2048, heads=16, d_ff=8192, depth=16, norm="none", ln_center=False,
+                                       causal=True, positions="rope", rope_theta=5e5, activation="silu", gated=True,
+                                       branch_norm=True, qk_norm="all")),
+    # Mixtral-8x7B: 8 experts, 2 per token (weights renormalised)
+    "Mixtral-8x7B": MappingProxyType(dict(d=4096, heads=32, kv_heads=8, d_ff=14336, depth=32, experts=8, top_k=2,
+                                          norm_topk=True, **{**LLAMA_BLOCK, "rope_theta": 1e6})),
+    # Qwen3-30B-A3B: 128 experts, 8 per token (norm_topk_prob), QK-norm per head
+    "Qwen3-30B-A3B": MappingProxyType(dict(d=2048, heads=32, kv_heads=4, d_k=128, d_v=128, d_ff=768, depth=48,
+                                           experts=128, top_k=8, norm_topk=True, qk_norm="head",
+                                           **{**LLAMA_BLOCK, "rope_theta": 1e6})),
+})

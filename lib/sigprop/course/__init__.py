@@ -20,6 +20,7 @@ each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal)
 * ``_gram_depth``: token Gram sums and correlations through a random stack (Noci et al., Sec. 3.2);
 * ``_reversal``: the sequence-reversal task and its training runs (Noci et al., App. C.1, Sec. 3.4);
 * ``_propagation_mc``: Bao et al.'s signal propagation probability counted and predicted per Fig. 5 cell;
+* ``_published``: a published model's block at its default initialisation (the blocks of 2026);
 
 Pages write ``sp.course.pm(est)``; nothing here is imported by the science folders.
 """
@@ -62,3 +63,4 @@ from ._reversal import (
     sgd_table as sgd_table, train_reversal_adam as train_reversal_adam, train_reversal_sgd as train_reversal_sgd,
 )
 from ._propagation_mc import PropagationCell as PropagationCell, mc_propagation_cell as mc_propagation_cell
+from ._published import published_block as published_block
