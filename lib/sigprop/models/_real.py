@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 import numpy as np
 import torch
@@ -270,6 +271,24 @@ def read_init(model: nn.Module, *, blocks=None) -> ModelInit:
     return prove(model, adapter, parts, init)
 
 
+#: Blocks whose structure has been proved (a block -> the signature proved and the proof); weak, so a model's
+#: blocks leave with it. What is proved is the reading of the block's structure: re-drawn weights keep it.
+_PROVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _signature(p) -> tuple:
+    """Everything read of a block's structure: its architecture, scale, norms' kinds and eps, the dtypes."""
+    arch = architecture(p)
+    return (tuple(sorted((k, repr(v)) for k, v in arch.items())), repr(p.scale), p.layout,
+            tuple((n.center, n.eps, n.style) for n in (*p.present_norms, *p.qk_norms)),
+            tuple(sorted({str(v.get().dtype) for v in p.views.values() if v is not None})))
+
+
+def proved_before(adapter, parts) -> bool:
+    """Whether every block of ``adapter`` was proved with the structure ``parts`` reads now."""
+    return all(b in _PROVED and _PROVED[b][0] == _signature(p) for b, p in zip(adapter.blocks, parts))
+
+
 def prove(model, adapter, parts, init) -> ModelInit:
     """``init`` with its replay proof, or a refusal giving the largest discrepancy and where."""
     with threads_for(2 * init.config.d ** 2 * 16):
@@ -280,6 +299,8 @@ def prove(model, adapter, parts, init) -> ModelInit:
                          f"model's block {proof.block} by {proof.error:.3g} of its rms on {proof.T} random tokens in "
                          f"float64 (tolerance {proof.tolerance:g}). The model does something the reading does not "
                          "see (a multiplier, a mask, a position scheme, a norm): not read")
+    for b, p in zip(adapter.blocks, parts):
+        _PROVED[b] = (_signature(p), proof)
     return dataclasses.replace(init, proof=proof)
 
 

@@ -29,7 +29,7 @@ from torch import nn
 from ..block import BlockConfig
 from ..stats._config import threads_for
 from ..stats._random import as_generator
-from ._real import POSITIONAL, _read, architecture, model_blocks, prove
+from ._real import POSITIONAL, _read, architecture, model_blocks, prove, proved_before
 
 __all__ = ["reinitialise"]
 
@@ -110,7 +110,9 @@ def reinitialise(model: nn.Module, config: BlockConfig, *, generator=None, block
     base, share and frequencies, logit scale), and its reading must be proved (:func:`sigprop.read_init`'s replay).
     ``W_Q, W_K``: ``sigma_qk2``; ``b_Q`` ``sigma_bqk2``, ``b_K`` ``sigma_bk2``; ``W_V, b_V``, ``W_O, b_O``
     (``W_O = I`` when ``config.sigma_o2`` is None), ``W_1, b_1`` (and ``W_3, b_3`` when gated), ``W_2, b_2`` as in
-    :class:`BlockConfig`; normalisation gains 1 and biases 0. Skip strengths and branch weights are written into
+    :class:`BlockConfig`; normalisation gains 1 and biases 0. The reading is proved once per model structure (the
+    blocks and everything :func:`sigprop.read_init` reads of them; re-drawing the weights changes neither), so a
+    Monte Carlo over re-initialisations replays the model once. Skip strengths and branch weights are written into
     ``W_O, b_O`` and ``W_2, b_2`` (module docstring: exact for post-LN; for pre-LN and parallel blocks the model's
     stream is the config's rescaled by the product of the skip strengths). A variance given to a bias the model lacks
     is refused.
@@ -126,7 +128,8 @@ def reinitialise(model: nn.Module, config: BlockConfig, *, generator=None, block
         adapter, parts = model_blocks(model, blocks)
         check_writable(parts, c)
         scales = branch_scales(c, parts)
-    prove(model, adapter, parts, _read(parts))
+    if not proved_before(adapter, parts):   # a structure proved once stays proved: weights are all that is written
+        prove(model, adapter, parts, _read(parts))
     with threads_for(0):
         _write(parts, c, _drawer(as_generator(generator, "cpu")), scales)
     return model
