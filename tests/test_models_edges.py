@@ -126,3 +126,37 @@ def test_torch_encoder_without_biases():
     assert read.config.sigma_b2 == read.config.sigma_bv2 == 0.0
     with pytest.raises(ValueError, match="but the model has none"):
         sp.reinitialise(enc, sp.BlockConfig(**{**read.config.__dict__, "sigma_bv2": 0.01, "logit_scale": None}))
+
+
+def _own_cosines(model, x):
+    """The mean cosine of each hidden state of the model's own forward from inputs_embeds = x (no position table)."""
+    with torch.no_grad():
+        states = model(inputs_embeds=x, output_hidden_states=True).hidden_states
+    return torch.stack([sp.mean_cosine(h.double()) for h in states])
+
+
+@pytest.mark.parametrize("family", ["phi3", "t5"])
+def test_issue32_probe_runs_the_models_own_forward(family):
+    # Phi3 applies its sliding window through the mask its model builds; T5's encoder computes a relative-position
+    # bias in block 0 and passes it on. probe used to rebuild both by hand (wrong from block 2 for T5, max |delta cos|
+    # 0.074 for Phi3); it now runs the model's own forward, so its cosines are the model's own hidden states'
+    tf = transformers
+    torch.manual_seed(0)
+    if family == "phi3":
+        model = tf.Phi3Model(tf.Phi3Config(hidden_size=M.D, intermediate_size=48, num_hidden_layers=M.L,
+                                           num_attention_heads=M.H, num_key_value_heads=M.H, vocab_size=16,
+                                           max_position_embeddings=64, sliding_window=3, pad_token_id=0)).eval()
+    else:
+        model = tf.T5EncoderModel(tf.T5Config(d_model=M.D, d_kv=8, d_ff=48, num_layers=M.L, num_heads=M.H,
+                                              vocab_size=16)).eval()
+    M.scramble(model)
+    x = torch.randn(M.B, 12, M.D, generator=torch.Generator().manual_seed(1))
+    got = sp.probe(model, x).cosine
+    want = _own_cosines(model, x)        # HF's last hidden state is after the final norm: blocks 0..L-1 compared
+    close = dict(rtol=1e-5, atol=1e-6)   # float32 model against its own float32 states measured in float64
+    torch.testing.assert_close(got[: M.L], want[: M.L], **close)
+    if family == "t5":                   # the encoder-decoder advice works: probe the encoder as a model
+        full = tf.T5Model(tf.T5Config(d_model=M.D, d_kv=8, d_ff=48, num_layers=M.L, num_heads=M.H, vocab_size=16))
+        with pytest.raises(ValueError, match=r"sp.probe\(model.get_encoder\(\), x\)"):
+            sp.probe(full, x)
+        assert sp.probe(full.get_encoder(), x).cosine.shape == (M.L + 1, M.B)
