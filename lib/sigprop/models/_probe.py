@@ -2,8 +2,11 @@ r"""Probe an off-the-shelf transformer at initialisation, block by block.
 
 ``probe(model, x)`` feeds the hidden-state sequence ``x`` (B, T, d) straight to the first block
 (token and position embeddings are bypassed, so the measured input overlap *is* the theory's
-input; rotary position embeddings, which act inside attention, are applied) and applies the blocks in
-sequence, ``h^0 = x``, ``h^l = block_l(h^{l-1})``. For every ``h^l`` (l = 0..L) and each sequence it records
+input) and applies the blocks in sequence, ``h^0 = x``, ``h^l = block_l(h^{l-1})``. A HuggingFace model runs
+its **own forward** (``sigprop.models._drive``: a pre-hook puts ``x`` into the first block, hooks collect every
+block's output), so its masks, sliding windows per layer, rotary tables, ALiBi, relative-position biases and
+per-layer types are its own; other models (``torch.nn.TransformerEncoder``, blocks given out of their model's order, a
+:class:`~sigprop.BlockAdapter`) are called block by block. For every ``h^l`` (l = 0..L) and each sequence it records
 
 * the token overlaps (Giorlandino & Goldt 2025, Eq. (1)) ``q = mean_t |h_t|^2 / d`` and
   ``p = mean_{t != s} h_t . h_s / d``;
@@ -26,16 +29,19 @@ a post-LN block). A model's final normalisation (GPT-2 ``ln_f``, Llama ``norm``)
 nor to what ``loss`` sees; say ``loss=lambda h: f(model.ln_f(h))`` to include it. The model is probed in eval
 mode (dropout off); each module's training flag is restored afterwards, and every hook is removed.
 
-**Which models.** HuggingFace models whose blocks sigprop finds (``sigprop.models._adapter``: Llama, Qwen2,
-Mistral, GPT-NeoX, ViT, BERT, RoBERTa, GPT-2 and models sharing their layers, bare or wrapped, e.g.
-``LlamaForCausalLM``; transformers 4.44 to 5.x), ``torch.nn.TransformerEncoder``, any ``blocks=[...]`` called
-as ``block(h)``, and any model through a :class:`~sigprop.BlockAdapter` (its call signature, masks, rotary
-embeddings and attention weights). Attention weights are read by a hook on each block's attention module; for
-HF models the eager implementation is switched on for the call only when they are wanted (``weights=True``).
+**Which models.** HuggingFace models whose stack of blocks sigprop finds (``sigprop.models._adapter``; every
+text and vision family of the installed transformers is tried in ``tests/test_hf_registry.py``: probed, or refused
+with a ValueError naming why), bare or wrapped (e.g. ``LlamaForCausalLM``; transformers 4.44 to 5.x; an
+encoder-decoder's encoder as a model of its own, ``model.get_encoder()``), ``torch.nn.TransformerEncoder``, any
+``blocks=[...]`` called as ``block(h)``, and any model through a :class:`~sigprop.BlockAdapter` (its call signature,
+masks, rotary embeddings and attention weights). A model's own failure at ``T`` tokens (a position table shorter than
+``T``) is refused with its message. Attention weights are read by a hook on each block's attention module; for HF
+models the eager implementation is switched on for the call only when they are wanted (``weights=True``); weights
+that are not a distribution over the ``T`` tokens (attention sinks) leave ``ipr`` None with a note.
 
-**Precision.** A float16 / bfloat16 model is run block by block as a float32 copy (its weights are exactly
-representable), so every product accumulates in float32 and the half-precision model is not touched; ``x`` is
-given in the model's dtype. Measures are computed in float64 (float32 on devices without it).
+**Precision.** A float16 / bfloat16 model is run as a float32 copy (its weights are exactly representable), so every
+product accumulates in float32 and the half-precision model is not touched; ``x`` is given in the model's dtype.
+Measures are computed in float64 (float32 on devices without it).
 
 Used in the book's chapter on off-the-shelf transformers.
 """
