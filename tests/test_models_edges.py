@@ -63,7 +63,7 @@ def test_item8_reinitialise_refuses_what_the_model_cannot_hold():
 
 def test_item10_probe_edges():
     gpt2 = M.build("gpt2", n_positions=8)       # the model's own forward builds position embeddings for T tokens
-    with pytest.raises(ValueError, match="at T = 9 tokens .*exceed its 8 positions"):
+    with pytest.raises(ValueError, match="T = 9 .*exceeds? (its|the) 8 positions"):   # 5.x: its table; 4.x: buffer
         sp.probe(gpt2, x32(T=9))
     assert sp.probe(gpt2, x32(T=8)).cosine.shape == (M.L + 1, M.B)
     with torch.device("meta"):
@@ -107,8 +107,8 @@ def test_item13_read_init_reads_or_names_what_it_cannot_model():
     wide_eps = sp.read_init(bert(layer_norm_eps=0.1))
     assert any("eps = 0.1" in n for n in wide_eps.notes)
     if M.V < (5, 0):                              # BERT's relative-position logits (removed in transformers 5)
-        rel = sp.read_init(bert(position_embedding_type="relative_key"))
-        assert any("relative-position" in n for n in rel.notes)
+        with pytest.raises(ValueError, match="relative-position logits"):   # a note once: now refused by name
+            sp.read_init(bert(position_embedding_type="relative_key"))
     narrow, wide = bert(), M.build("bert", hidden_size=64)
     with pytest.raises(ValueError, match="the blocks differ in d"):
         sp.read_init(narrow, blocks=[narrow.encoder.layer[0], wide.encoder.layer[0]])

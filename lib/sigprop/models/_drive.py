@@ -82,9 +82,11 @@ def model_configs(model) -> tuple:
                   if hasattr(c, "_attn_implementation")}.values())
 
 
-def drive(model, blocks, h, *, key_mask=None, on_block) -> None:
+def drive(model, blocks, h, *, key_mask=None, on_block, weights=False) -> None:
     """Run ``model``'s forward with ``h (B, T, d)`` entering ``blocks[0]``; ``on_block(i, args, kwargs, out)`` after
-    each of ``blocks`` (in the model's order), ``out`` the block's hidden states. Stops after ``blocks[-1]``."""
+    each of ``blocks`` (in the model's order), ``out`` the block's hidden states. Stops after ``blocks[-1]``.
+    ``weights``: ask for the attention weights (``output_attentions=True`` where the forward takes it: transformers
+    4.x's SDPA attention then computes them eagerly)."""
     kind, shape = _entry(model)
     B, T = h.shape[:2]
     if kind == "inputs_embeds":
@@ -93,8 +95,11 @@ def drive(model, blocks, h, *, key_mask=None, on_block) -> None:
             kw["attention_mask"] = key_mask.long()
     else:
         kw = dict(pixel_values=torch.zeros(B, *shape, dtype=h.dtype, device=h.device))
-    if "use_cache" in inspect.signature(model.forward).parameters:
+    params = inspect.signature(model.forward).parameters
+    if "use_cache" in params:
         kw["use_cache"] = False
+    if weights and "output_attentions" in params:
+        kw["output_attentions"] = True
     index = {id(b): i for i, b in enumerate(blocks)}
     calls = {}
 

@@ -121,7 +121,7 @@ def apply_driven(model, adapter, h, key_mask, names, *, weights):
 
     try:
         with eager_attention(model_configs(model) if weights else ()):
-            drive(model, blocks, h, key_mask=key_mask, on_block=keep)
+            drive(model, blocks, h, key_mask=key_mask, on_block=keep, weights=weights)
     except ValueError:
         raise
     except Exception as e:   # the model's own code failed: say where, as a refusal
