@@ -29,8 +29,8 @@ After ``make book`` (the HTML site, every notebook executed), this writes, for v
 * ``sigprop-V-release-notes.md`` -- this version's section of ``CHANGELOG.md`` (refused without one);
 * ``SHA256SUMS`` -- ``sha256sum -c SHA256SUMS`` checks the files above.
 
-Zips are written with sorted entries and one timestamp (the last commit's, or ``$SOURCE_DATE_EPOCH``), so an
-unchanged tree gives the same archive, byte for byte. Usage::
+Zips, the sdist and the wheel are written with sorted entries and one timestamp (the last commit's, or
+``$SOURCE_DATE_EPOCH``), so an unchanged tree gives the same files, byte for byte (the same ``SHA256SUMS``). Usage::
 
     .venv/bin/python book/release.py [--dist dist] [--html _build/html] [--no-pdf]
     .venv/bin/python book/release.py --notebooks-tree DIR [--html _build/html]   # the published notebooks only
@@ -44,8 +44,10 @@ student notebook, grade it blank and solved.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import pathlib
@@ -53,6 +55,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -92,17 +95,40 @@ def names(v: str) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- archives
 
-def _timestamp() -> tuple:
-    """The last commit's time (or $SOURCE_DATE_EPOCH) as a zip timestamp; 1980-01-01 without git."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if epoch is None:
+def epoch() -> int:
+    """The release's one timestamp: ``$SOURCE_DATE_EPOCH``, else the last commit's time (1980-01-01 without git,
+    the earliest a zip can hold)."""
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    if value is None:
         try:
-            epoch = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True,
+            value = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True,
                                    text=True, check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
-            epoch = ""
-    t = time.gmtime(int(epoch)) if epoch else None
-    return (max(t.tm_year, 1980), t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec) if t else (1980, 1, 1, 0, 0, 0)
+            value = ""
+    return max(int(value), 315532800) if value else 315532800
+
+
+def _timestamp() -> tuple:
+    """:func:`epoch` as a zip timestamp."""
+    t = time.gmtime(epoch())
+    return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+
+
+def retar(path: pathlib.Path) -> pathlib.Path:
+    """A ``.tar.gz`` rewritten reproducibly: entries sorted, one mtime (:func:`epoch`, in the gzip header too),
+    owner root, modes 644/755 (setuptools' sdist takes each file's mtime and the clock's)."""
+    stamp = epoch()
+    with tarfile.open(path, "r:gz") as src:
+        members = sorted(((m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()),
+                         key=lambda item: item[0].name)
+    with path.open("wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=stamp) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as out:
+        for member, data in members:
+            member.mtime, member.uid, member.gid, member.uname, member.gname = stamp, 0, 0, "root", "root"
+            member.mode = 0o755 if member.isdir() else 0o644
+            member.pax_headers = {}
+            out.addfile(member, io.BytesIO(data) if data is not None else None)
+    return path
 
 
 def write_zip(dest: pathlib.Path, members: dict[str, bytes | pathlib.Path]) -> pathlib.Path:
@@ -157,16 +183,17 @@ def missing_targets(files: dict[str, object], read) -> list[str]:
 
 def python_packages(dist: pathlib.Path) -> list[pathlib.Path]:
     """Wheel and sdist through setuptools' PEP 517 hooks, in a separate process, without isolation."""
-    built = []
+    built, env = [], {**os.environ, "SOURCE_DATE_EPOCH": str(epoch())}     # the wheel's entries take it
     for hook in ("build_sdist", "build_wheel"):   # one process each: after build_sdist, build_wheel in the
         code = f"import sys; from setuptools import build_meta as b; print('BUILT', b.{hook}(sys.argv[1]))"
-        out = subprocess.run([PY, "-c", code, str(dist)], cwd=ROOT, capture_output=True, text=True)
+        out = subprocess.run([PY, "-c", code, str(dist)], cwd=ROOT, capture_output=True, text=True, env=env)
         if out.returncode:                        # same process names a wheel it does not leave (setuptools 84)
             raise RuntimeError(f"{hook} failed:\n{out.stderr[-3000:]}")
         built.append(dist / out.stdout.split("BUILT ")[-1].strip())
     expected = [dist / names(version())[k] for k in ("sdist", "wheel")]
     if built != expected or not all(p.is_file() for p in built):
         raise RuntimeError(f"expected {[p.name for p in expected]}, setuptools wrote {[p.name for p in built]}")
+    retar(built[0])
     return built
 
 

@@ -252,7 +252,7 @@ def built(tmp_path_factory):
         _, check = release.pdf(release.top_level_copy(release.landing_page(single / "index.html"), single), dist, V)
     release.sha256sums(dist)
     return {"dist": dist, "wheel": wheel, "sdist": sdist, "book": book, "assigned": assigned, "pdf": check,
-            "tmp": tmp}
+            "tmp": tmp, "epoch": release.epoch()}
 
 
 def test_artefacts_are_named_by_the_version_and_summed(built):
@@ -375,10 +375,12 @@ def test_solutions_archive_holds_each_assignment_solved(built, tmp_path):
     assert nb["metadata"]["otter"]["assignment_name"], "otter grades a notebook that names its assignment"
 
 
-def test_zips_are_reproducible(built, tmp_path):
-    """Built again (otter assign again, the site zipped again), every zip has the same SHA256."""
+def test_zips_are_reproducible(built, tmp_path, monkeypatch):
+    """Built again (the wheel and the sdist, otter assign, the site zipped), every file has the same SHA256."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(built["epoch"]))   # a commit meanwhile moves the last commit's time
     again = tmp_path / "dist"
     again.mkdir()
+    release.python_packages(again)
     assigned = release.assignments(tmp_path / "assignments", only=[ASSIGNMENT], run_tests=False)
     release.autograders(again, V, assigned)
     release.solutions_zip(again, V, assigned)
@@ -387,7 +389,7 @@ def test_zips_are_reproducible(built, tmp_path):
     release.html_zip(built["book"] / "html", again, V)
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
     names = sorted(p.name for p in again.iterdir())
-    assert len(names) == 4
+    assert len(names) == 6
     assert {n: digest(again / n) for n in names} == {n: digest(built["dist"] / n) for n in names}
     otter_zip = assigned[ASSIGNMENT]["autograder"]
     with zipfile.ZipFile(otter_zip) as z, zipfile.ZipFile(again / release.names(V)["autograder"].format(

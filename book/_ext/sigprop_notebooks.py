@@ -23,6 +23,7 @@ import json
 import pathlib
 import posixpath
 import shutil
+import time
 from urllib.parse import urljoin
 
 from docutils import nodes
@@ -104,7 +105,7 @@ class PageContext:
         try:
             return self._role(name, content)
         except notebooks.Unresolved as exc:
-            if name not in XREFS and not name.startswith(("cite:", "glue")):
+            if name not in XREFS and name not in ("ledger", "test") and not name.startswith(("cite:", "glue")):
                 raise                                   # a role the notebooks do not know: the page fails
             logger.warning(f"notebook of {self.docname}: {exc}", location=self.docname, type="sigprop",
                            subtype="notebook")
@@ -115,13 +116,19 @@ class PageContext:
             return self.glue(content)
         if name == "ledger":
             import sigprop_ledger
-            return sigprop_ledger.text(content)
+            try:
+                return sigprop_ledger.text(content)
+            except (KeyError, ValueError) as exc:
+                raise notebooks.Unresolved(f"{{ledger}}`{content}`: {exc}") from None
         if name == "test":
             import sigprop_tests
             theme = self.env.config.html_theme_options or {}
-            shown, href, literal = sigprop_tests.link(content, pathlib.Path(self.env.srcdir),
-                                                       theme.get("repository_url", ""),
-                                                       theme.get("repository_branch") or "main")
+            try:
+                shown, href, literal = sigprop_tests.link(content, pathlib.Path(self.env.srcdir),
+                                                           theme.get("repository_url", ""),
+                                                           theme.get("repository_branch") or "main")
+            except ValueError as exc:
+                raise notebooks.Unresolved(f"{{test}}`{content}`: {exc}") from None
             return f"[`{shown}`]({href})" if literal else f"[{shown}]({href})"
         if name == "math":
             return f"${content}$"
@@ -278,7 +285,7 @@ def build(app, exception=None) -> None:
     """``build-finished``: every page's notebooks into ``<outdir>/_notebooks/<edition>/``."""
     if exception is not None or app.builder.name != "html":
         return
-    out = pathlib.Path(app.outdir) / FOLDER
+    out, start = pathlib.Path(app.outdir) / FOLDER, time.monotonic()
     if out.exists():
         shutil.rmtree(out)
     src = sources.source()
@@ -298,7 +305,8 @@ def build(app, exception=None) -> None:
             path = out / edition / f"{docname}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    logger.info(f"notebooks: {len(app.env.found_docs)} pages x {len(notebooks.EDITIONS)} editions in {out}")
+    logger.info(f"notebooks: {len(app.env.found_docs)} pages x {len(notebooks.EDITIONS)} editions in {out} "
+                f"({time.monotonic() - start:.1f} s)")
 
 
 # ----------------------------------------------------------------------------- the header's buttons
