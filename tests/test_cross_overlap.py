@@ -139,8 +139,8 @@ def test_limits_resolution_and_domain():
         th.cross_overlap(3.0, 1e300, 1.0, 0.5)
     with pytest.raises(ValueError, match=r"must be <= 1e\+12"):
         th.attention_map(1.0, 0.5, beta=1.0, T=1e13)
-    with pytest.raises(ValueError, match=r"p/q must lie in \[0.0, 1.0\]"):
-        th.cross_overlap(1.0, 16, 1.0, -0.1)
+    with pytest.raises(ValueError, match=r"exist only for p/q >= -1/\(T-1\) .* at T = 16; got p/q = -0.1"):
+        th.cross_overlap(1.0, 16, 1.0, -0.1)   # below the Gram bound: no 16 tokens have it
     # huge beta (issue 26, the fuzzer's OverflowError at beta = 1e300): Y_p has converged long before sigma = 1e6
     assert th.cross_overlap(1e4, 16, 1.0, 0.3) == pytest.approx(th.cross_overlap(5e5, 16, 1.0, 0.3), rel=1e-8)
     with pytest.raises(ValueError, match=r"energy scale sigma .* must be at most 1e\+06"):
@@ -166,3 +166,48 @@ def test_attention_layer_cross_overlap_matches():
     beta, rho, T = 3.0, 0.7, 64
     lay = sp.mc_attention_layer(beta, T=T, d=512, n=48, rho=rho, generator=7, device="cpu")
     assert lay.y_p.agrees(th.cross_overlap(beta, T, 1.0, rho), z=Z)
+
+
+# ----------------------------------------------------------------------------- negative overlaps (issue 37, item 1)
+@pytest.mark.parametrize("sigma", [1e-8, 0.03, 1.0, 8.0])
+@pytest.mark.parametrize("c", [0.5, 1.0])
+def test_two_keys_negative_overlap_is_exactly_odd(sigma, c):
+    # T = 2: the second row's logit difference is -x + u' where the first's is x + u, so Y_p - 1/2 =
+    # 2 E_x[(E_u A(x) - 1/2)(E_u A(-x) - 1/2)] = -2 E_x[(E_u A - 1/2)^2]: minus the value at +c (exact reference)
+    assert _cross.cross_excess(sigma, 2.0, -c) == pytest.approx(-exact_excess_t2(sigma, c), rel=1e-9)
+    if c == 1.0:   # two tokens of cosine -1: the second row is the first reversed, Y_p = 2 A_1 A_2 = 1 - Y2
+        beta = sigma / math.sqrt(math.log(2) * 2.0)
+        assert th.cross_overlap(beta, 2, 1.0, -1.0) == pytest.approx(1.0 - th.ipr_finite(beta, 2, 1.0, -1.0), rel=1e-9)
+
+
+@pytest.mark.parametrize("T, sm, se", [(3.0, 0.45, 0.5), (4.0, 0.3, 0.6), (16.0, 0.3, 1.2), (64.0, 0.15, 1.2)])
+def test_negative_overlap_hermite_and_lattice_branches_agree(T, sm, se):
+    # c = -sm^2 / (sm^2 + se^2) >= -1/(T-1): the two integrations of the reversed shared field (Gauss-Hermite on the
+    # pair formula; the lattice on Y_p), measured within 1e-11 of each other
+    lattice = _cross._yp_lattice(sm, se, T, True) - 1 / T
+    assert lattice < 0
+    assert _cross._excess_hermite(sm, se, T, True) == pytest.approx(lattice, rel=1e-9)
+
+
+@pytest.mark.parametrize("T, se", [(4.0, 0.5), (64.0, 3.0)])
+def test_negative_overlap_first_order_branch_joins_the_quadrature(T, se):
+    # D = -s_m^2 (1 - E Y2(s_e))^2 / (T - 1) to first order: the covariance of the two rows' weights is linear in
+    # the shared field's cross-covariance, which changes sign
+    sm = _cross._SM_SERIES
+    c = -sm**2 / (sm**2 + se**2)
+    below = _cross.cross_excess(math.hypot(sm, se) * (1 - 1e-9), T, c)
+    above = _cross._excess_hermite(sm * 1.001, se, T, True) / 1.001**2
+    assert below < 0 and below == pytest.approx(above, rel=1e-8)
+
+
+@pytest.mark.parametrize("T", [4, 64])
+@pytest.mark.parametrize("share", [1.0, 0.5, 0.0])   # p/q = -share/(T-1): the Gram bound, halfway, and 0
+@pytest.mark.parametrize("beta", [1.0, 4.0])
+def test_negative_overlaps_against_the_two_row_rem(T, share, beta):
+    # the random object: two rows whose key-wise logits have correlation c = p/q < 0 (mc_cross_overlap draws the
+    # shared field with opposite signs); z <= Z per point from the Monte Carlo SE (20,000 pairs: SE ~ 4e-4 at T = 4)
+    rho = -share / (T - 1)
+    mc = sp.mc_cross_overlap(beta, T=T, n=20_000, p=rho, generator=3, device="cpu")
+    yp = th.cross_overlap(beta, T, 1.0, rho)
+    assert mc[1].agrees(yp, z=Z) and (yp < 1 / T or share == 0.0)
+    assert mc[0].agrees(th.ipr_finite(beta, T, 1.0, rho), z=Z)

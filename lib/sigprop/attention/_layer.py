@@ -45,9 +45,9 @@ from ..stats._random import as_generator
 from ._cross import cross_excess_array, excess_y2
 from ._rem import _energy_scale, ipr_limit, rem_quadrature
 from ..inputs import exact_equicorrelated_tokens, equicorrelated_tokens
-from ..stats._validate import (check_flag, check_float_dtype, check_int, check_option, check_overlaps, check_positive,
-                               check_range, check_real, check_same_device, check_seq_len, check_tensor,
-                               theory_function, to_output)
+from ..stats._validate import (broadcast, check_flag, check_float_dtype, check_gram_bound, check_int, check_option,
+                               check_overlaps, check_positive, check_range, check_real, check_same_device,
+                               check_seq_len, check_tensor, theory_function, to_output)
 __all__ = ["self_attention", "layer_norm", "attention_weights", "sample_scores", "mc_attention_layer",
            "AttentionLayerStats"]
 __theory__ = ["score_covariance", "attention_map", "cosine_map"]
@@ -93,8 +93,10 @@ def normalise_tokens_(x: torch.Tensor, center: bool) -> torch.Tensor:
 def attention_weights(scores: torch.Tensor, *, scale: float = 1.0, causal: bool = False) -> torch.Tensor:
     """``softmax_s(scale * scores)`` over the last axis, in at least float32 (returned in that dtype).
 
-    ``scores`` (..., T, S) are raw query-key products; the row maximum is subtracted before scaling,
-    so a huge finite ``scale`` gives the arg-max row instead of NaN. ``causal`` masks ``s > t``.
+    ``scores`` (..., T, S) are raw query-key products; the row maximum (the minimum for ``scale < 0``) is
+    subtracted before scaling, so a huge finite ``scale`` gives the arg-max row instead of NaN. ``causal`` masks
+    ``s > t`` after scaling: ``scale = 0`` gives uniform weights over the visible keys, ``scale < 0`` the softmax
+    of the negated scores.
     """
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():  # cheap checks only: a hot path
         raise TypeError(f"scores must be a floating-point torch.Tensor; got {type(scores).__name__}"
@@ -105,12 +107,18 @@ def attention_weights(scores: torch.Tensor, *, scale: float = 1.0, causal: bool 
     work = scores.to(_work_dtype(scores.dtype))
     if abs(scale) > 1e30 and work.dtype != torch.float64:  # scale itself would round to inf in float32
         work = work.double()
-    if causal:
-        T, S = work.shape[-2:]
-        work = work.masked_fill(torch.ones(T, S, dtype=torch.bool, device=work.device).triu(1), float("-inf"))
-    work = work - work.amax(-1, keepdim=True)  # <= 0, the row's maximum exactly 0
+    # shift by the visible row's extreme in the scale's direction (after scaling: max 0, the rest <= 0), mask after
+    # scaling: a scale <= 0 times -inf was NaN (0) or +inf (< 0) on the masked keys (issue 37, item 5)
+    mask = torch.ones(*work.shape[-2:], dtype=torch.bool, device=work.device).triu(1) if causal else None
+    if scale >= 0:
+        top = (work if mask is None else work.masked_fill(mask, float("-inf"))).amax(-1, keepdim=True)
+    else:
+        top = (work if mask is None else work.masked_fill(mask, float("inf"))).amin(-1, keepdim=True)
+    work = work - top
     if scale != 1.0:
         work = work * scale
+    if mask is not None:
+        work = work.masked_fill(mask, float("-inf"))
     return torch.softmax(work, dim=-1)
 
 
@@ -244,11 +252,15 @@ def attention_map(q, p, *, beta, sigma_v2=1.0, gain_control=False, T=None, y2=No
     independent rows (``p = 0``) and uniform rows: in the condensed phase with ``p > 0`` the true ``Y_p`` is
     several times larger and the ``1/T`` map underestimates the cosine (``book/errata``, Fig. 1(e)).
     ``y2``, ``yp`` override (e.g. measured values). Broadcasts.
+
+    Domain: ``|p| <= q`` and the Gram bound ``p >= -q/(T-1)`` (``p >= 0`` for ``T=None``); negative overlaps are
+    inside it and mapped exactly: ``Y_p < 1/T`` there (``sigprop.attention._cross``, "Negative overlaps").
     """
     qa, pa = check_overlaps(q, p, strict=False)
     b = check_positive(beta, "beta", allow_zero=True)
     v = check_positive(sigma_v2, "sigma_v2", allow_zero=True)
     Ta = None if T is None else check_seq_len(T)
+    check_gram_bound(*broadcast(q=qa, p=pa), Ta)   # what no T tokens can have: p < -q/(T-1) (p < 0 as T -> inf)
     y2 = None if y2 is None else check_range(y2, "y2 (a participation ratio)", 0.0, 1.0)
     yp = None if yp is None else check_range(yp, "yp (a participation ratio)", 0.0, 1.0)
     cross = check_option(cross_overlap, CrossOverlap, "cross_overlap")
@@ -386,7 +398,8 @@ def mc_attention_layer(beta, *, T, d, n, rho=0.0, tokens="exact", generator=None
     :func:`sigprop.theory.cosine_map`.
 
     ``tokens="exact"`` (default, needs ``T < d``): Gram matrix exactly ``rho + (1-rho) delta``
-    (:func:`sigprop.exact_equicorrelated_tokens`; Eq. 21 holds without fluctuations, so
+    (:func:`sigprop.exact_equicorrelated_tokens`, also for ``-1/(T-1) <= rho < 0``; Eq. 21 holds without
+    fluctuations, so
     ``q_out = p + (q-p) Y2`` per draw); ``tokens="gaussian"``: equicorrelated Gaussian tokens normalised
     to ``q_tt = 1``, whose ``O(d^{-1/2})`` overlap fluctuations correlate with the attention and add
     ``O(log T / d)`` to ``q_out``.
@@ -394,7 +407,8 @@ def mc_attention_layer(beta, *, T, d, n, rho=0.0, tokens="exact", generator=None
     check_positive(beta, "beta", allow_zero=True)
     T = check_int(T, "T", minimum=2)
     d = check_int(d, "d", minimum=1)
-    check_range(rho, "rho", 0.0, 1.0 - 1e-12)
+    check_range(rho, "rho", -1.0, 1.0 - 1e-12)
+    check_gram_bound(1.0, rho, T)
     kind = check_option(tokens, _Tokens, "tokens")
     check_float_dtype(dtype)
     if kind is _Tokens.EXACT and T + 1 > d:

@@ -22,8 +22,8 @@ import torch
 
 from ..stats._config import widest_float
 from ..stats._random import as_generator
-from ..stats._validate import (check_allocation, check_flag, check_float_dtype, check_int, check_positive, check_real,
-                               check_scale_fits, check_tensor)
+from ..stats._validate import (check_allocation, check_flag, check_float_dtype, check_gram_bound, check_int, check_positive,
+                               check_real, check_scale_fits, check_tensor)
 
 __all__ = [
     "gaussian_tokens",
@@ -42,6 +42,13 @@ def _shape(batch, T, d, dtype=torch.float32):
     check_float_dtype(dtype)
     check_allocation((*batch, T, d), torch.float64, f"tokens of shape {(*batch, T, d)}")
     return tuple(batch), T, d
+
+
+def _gram_root(T, rho, dtype, device):
+    """``S (T, T)``, the symmetric square root of ``(1 - rho) I + rho 1 1^T``: eigenvalue ``1 - rho`` (``T - 1``
+    times) and ``1 + (T - 1) rho`` on the mean direction."""
+    a, b = math.sqrt(1.0 - rho), math.sqrt(max(1.0 + (T - 1) * rho, 0.0))
+    return a * torch.eye(T, dtype=dtype, device=device) + (b - a) / T
 
 
 def _gen(generator, device):
@@ -63,17 +70,24 @@ def equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, q: float = 1.
                           generator=None, device=None, dtype=torch.float32) -> torch.Tensor:
     """Tokens sharing a common Gaussian component: E[x_t.x_s/d] = q (t = s), rho q (t != s).
 
-    ``x_t = sqrt(q) (sqrt(rho) g + sqrt(1 - rho) z_t)`` with ``g, z_t ~ N(0, I_d)``; ``rho`` in [0, 1].
+    ``x_t = sqrt(q) (sqrt(rho) g + sqrt(1 - rho) z_t)`` with ``g, z_t ~ N(0, I_d)``; ``rho`` in [0, 1]. Below 0,
+    down to the Gram bound ``-1/(T-1)``: ``X = sqrt(q) S Z``, ``S`` the symmetric square root of ``(1 - rho) I +
+    rho 1 1^T`` (no shared component exists).
     ``normalised=True``: the common part is rescaled to norm ``sqrt(d)`` and every token to norm
     ``sqrt(q d)`` (tokens as they leave a LayerNorm), so ``q_tt = q`` exactly and the mean cosine is
     ``rho`` up to ``O(d^{-1/2})`` fluctuations.
     """
     batch, T, d = _shape(batch, T, d, dtype)
-    rho = check_real(rho, "rho", minimum=0.0, maximum=1.0)
+    rho = check_real(rho, "rho", minimum=-1.0, maximum=1.0)
+    check_gram_bound(1.0, rho, T)   # issue 37: down to -1/(T-1), where no shared component exists
     q = check_real(q, "q", minimum=0.0, strict=True)
     check_scale_fits(math.sqrt(q * d), dtype, "q")   # token norms sqrt(q d) must be finite in dtype
     normalised = check_flag(normalised, "normalised")
     g, device = _gen(generator, device)
+    if rho < 0:
+        x = math.sqrt(q) * _gram_root(T, rho, dtype, device) @ torch.randn(*batch, T, d, generator=g, device=device,
+                                                                           dtype=dtype)
+        return x * (math.sqrt(q * d) / x.norm(dim=-1, keepdim=True)) if normalised else x
     common = torch.randn(*batch, 1, d, generator=g, device=device, dtype=dtype)
     own = torch.randn(*batch, T, d, generator=g, device=device, dtype=dtype)
     if normalised:
@@ -88,17 +102,22 @@ def exact_equicorrelated_tokens(*batch: int, T: int, d: int, rho: float, generat
 
     ``X_s = sqrt(d) (sqrt(rho) e_0 + sqrt(1 - rho) e_s)`` for a random orthonormal frame ``e_0..e_T``
     (Gram-Schmidt of Gaussian vectors, via Cholesky): Giorlandino & Goldt 2025, Eq. (21)'s
-    ``q_ss' = p + (q - p) delta`` without the ``O(d^{-1/2})`` fluctuations of random tokens.
+    ``q_ss' = p + (q - p) delta`` without the ``O(d^{-1/2})`` fluctuations of random tokens. For ``-1/(T-1) <= rho
+    < 0``: ``sqrt(d) S (e_1..e_T)`` with ``S`` the symmetric square root of the Gram matrix.
     """
     batch, T, d = _shape(batch, T, d, dtype)
     if T + 1 > d:
         raise ValueError(f"exact equicorrelated tokens need T + 1 <= d; got T={T}, d={d}")
-    rho = check_real(rho, "rho", minimum=0.0, maximum=1.0)
+    rho = check_real(rho, "rho", minimum=-1.0, maximum=1.0)
+    check_gram_bound(1.0, rho, T)   # issue 37: down to -1/(T-1), where no shared component exists
     g, device = _gen(generator, device)
     G = torch.randn(*batch, T + 1, d, generator=g, device=device, dtype=widest_float(device))
     L = torch.linalg.cholesky(G @ G.transpose(-1, -2))  # G G^T = L L^T
     E = torch.linalg.solve_triangular(L, G, upper=False)  # (..., T+1, d), E E^T = I
-    x = math.sqrt(d) * (math.sqrt(rho) * E[..., :1, :] + math.sqrt(1.0 - rho) * E[..., 1:, :])
+    if rho < 0:
+        x = math.sqrt(d) * _gram_root(T, rho, E.dtype, device) @ E[..., 1:, :]
+    else:
+        x = math.sqrt(d) * (math.sqrt(rho) * E[..., :1, :] + math.sqrt(1.0 - rho) * E[..., 1:, :])
     return x.to(dtype)
 
 

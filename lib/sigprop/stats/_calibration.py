@@ -185,7 +185,8 @@ def main(argv=None) -> None:
     if not out.parent.is_dir():
         parser.error(f"--out: no folder {str(out.parent)!r}")
     result = study(args.datasets, args.power_datasets)
-    result["meta"]["command"] = "python -m sigprop.stats._calibration " + " ".join(sys.argv[1:] if argv is None else argv)
+    args_given = sys.argv[1:] if argv is None else argv
+    result["meta"]["command"] = "python -m sigprop.stats._calibration " + " ".join(args_given)
     out.write_text(json.dumps(result, indent=1) + "\n")
 
 

@@ -5,6 +5,7 @@ check them without changing their type.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import math
@@ -91,6 +92,24 @@ def check_overlaps(q, p, *, strict=True):
     if strict and np.any(pb >= qb):
         raise ValueError("this map needs p < q (distinct tokens); got p = q, i.e. fully collapsed tokens")
     return qa, pa
+
+
+def check_gram_bound(q, p, T):
+    """The domain of every map on equicorrelated tokens: ``T`` tokens of norm ``q`` and overlap ``p`` have the Gram
+    matrix ``(q - p) I + p 1 1^T``, positive semi-definite exactly when ``p >= -q/(T-1)``; as ``T -> infinity``
+    (``T`` None) that is ``p >= 0``. Arrays broadcast; anything outside is refused (no tokens have it)."""
+    q, p = np.asarray(q, dtype=float), np.asarray(p, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = np.zeros(np.shape(q)) if T is None else -q / (np.asarray(T, dtype=float) - 1.0)
+        bad = p < low - 1e-12 * q
+    if np.any(bad):
+        rho = float(np.min(np.where(bad, p / q, np.inf)))
+        if T is None:
+            raise ValueError("the T -> infinity map needs p >= 0: T equicorrelated tokens exist only for cosines "
+                             f">= -1/(T-1), which tends to 0; got p/q = {rho:.4g}. Pass T for a finite sequence")
+        T_at = float(np.min(np.broadcast_to(np.asarray(T, dtype=float), np.shape(bad))[bad]))
+        raise ValueError(f"T tokens of norm q and overlap p exist only for p/q >= -1/(T-1) (a positive semi-definite "
+                         f"Gram matrix): p/q >= {-1.0 / (T_at - 1.0):.4g} at T = {T_at:g}; got p/q = {rho:.4g}")
 
 
 #: Largest size (tokens, widths, samples, steps) any function accepts: beyond it nothing could run.
@@ -291,36 +310,79 @@ def check_allocation(shape, dtype, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- the theory contract
-def _grad_tensors(value, name):
-    """(name, tensor) for every tensor that requires grad in ``value`` (one level into lists, tuples, dicts)."""
+def _tensors(value, name):
+    """(name, tensor) for every tensor in ``value`` (one level into lists, tuples and dicts)."""
     if isinstance(value, torch.Tensor):
-        return [(name, value)] if value.requires_grad else []
+        return [(name, value)]
     if isinstance(value, (list, tuple)):
-        return [hit for i, v in enumerate(value) for hit in _grad_tensors(v, f"{name}[{i}]")
-                if isinstance(v, torch.Tensor)]
+        return [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
     if isinstance(value, dict):
-        return [hit for k, v in value.items() for hit in _grad_tensors(v, f"{name}[{k!r}]")
-                if isinstance(v, torch.Tensor)]
+        return [(f"{name}[{k!r}]", v) for k, v in value.items() if isinstance(v, torch.Tensor)]
     return []
 
 
-def theory_function(fn):
-    """Mark ``fn`` as an ``sp.theory`` function: the one contract of ``sigprop/theory.py``'s docstring.
+def _as_result_tensor(value, device):
+    """A theory result with every number and array as a tensor on ``device``: floats (Python, numpy, tensors) as
+    float64, integer and bool arrays keeping their dtype; through tuples (named too), lists, dicts and the fields of
+    result dataclasses, whose Python scalars (depth, flags, thresholds: settings, not results) are kept."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device=device, dtype=torch.float64 if value.is_floating_point() else value.dtype)
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "fiub":
+            out = torch.from_numpy(np.ascontiguousarray(value))
+            return out.to(device=device, dtype=torch.float64 if value.dtype.kind == "f" else out.dtype)
+        return value
+    if isinstance(value, (float, np.floating)):
+        return torch.tensor(float(value), dtype=torch.float64, device=device)
+    if isinstance(value, tuple):
+        items = [_as_result_tensor(v, device) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_as_result_tensor(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_result_tensor(v, device) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        arrays = {f.name: _as_result_tensor(getattr(value, f.name), device) for f in dataclasses.fields(value)
+                  if isinstance(getattr(value, f.name), (np.ndarray, torch.Tensor))}
+        return dataclasses.replace(value, **arrays)
+    return value
 
-    Checked on every call: a tensor that requires grad is refused with a ValueError (theory functions are
-    float64 closed forms and quadratures, not differentiable; they never detach an input silently). The
-    result types (floats, numpy or torch float64 by the inputs) are checked for every theory function in
-    ``tests/test_theory_contract.py``.
+
+def theory_function(fn):
+    """The one contract of ``sp.theory`` (``sigprop/theory.py``'s docstring), enforced on every call; every function
+    that ``sp.theory`` exports passes through it (``sigprop.theory`` refuses to import otherwise).
+
+    * inputs: a tensor on the meta device (a shape without values) is refused, and so is a tensor that requires
+      grad -- theory functions are float64 closed forms and quadratures, not differentiable, and never detach an
+      input silently (issue 37, item 4: eleven functions did); one level into lists, tuples and dicts;
+    * results: with any tensor among the inputs, every number and array of the result comes back as a float64
+      tensor (integer arrays keep their dtype) on the first input tensor's device (the CPU for Apple MPS, which has
+      no float64), inside tuples, named tuples, dicts and result dataclasses alike; otherwise the function's own
+      floats and float64 arrays (``to_output``).
+
+    ``tests/test_theory_contract.py`` checks all of it for every function of ``sp.theory``. Idempotent.
     """
+    if getattr(fn, "__sigprop_theory__", False):
+        return fn
+
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        hits = [hit for i, a in enumerate(args) for hit in _grad_tensors(a, f"argument {i}")]
-        hits += [hit for k, v in kwargs.items() for hit in _grad_tensors(v, k)]
-        if hits:
-            raise ValueError(f"{fn.__name__}: {hits[0][0]} requires grad, but sp.theory functions are not "
-                             "differentiable (float64 closed forms and quadratures); pass a number, an array or "
-                             "a detached tensor (x.detach())")
-        return fn(*args, **kwargs)
+        found = [hit for i, a in enumerate(args) for hit in _tensors(a, f"argument {i}")]
+        found += [hit for k, v in kwargs.items() for hit in _tensors(v, k)]
+        for name, t in found:
+            if t.device.type not in _config.COMPUTE_DEVICES:
+                raise ValueError(f"{fn.__name__}: {name} is on the {t.device.type} device (a shape without values): "
+                                 "sp.theory computes numbers; pass a tensor on 'cpu', 'cuda' or 'mps', an array or a "
+                                 "number")
+            if t.requires_grad:
+                raise ValueError(f"{fn.__name__}: {name} requires grad, but sp.theory functions are not "
+                                 "differentiable (float64 closed forms and quadratures); pass a number, an array or "
+                                 "a detached tensor (x.detach())")
+        result = fn(*args, **kwargs)
+        if not found:
+            return result
+        device = found[0][1].device
+        return _as_result_tensor(result, torch.device("cpu") if device.type == "mps" else device)
 
     checked.__sigprop_theory__ = True
     return checked
