@@ -7,8 +7,9 @@ trainability diagrams, and the chapters' maps (uniform attention, Bao's localisa
 covariances, the dictionary between the documents' scalings). ``tests/test_namespace.py`` keeps this list
 and the modules' ``__theory__`` equal.
 
-**The one contract** of every function here (checked on every call by ``sigprop.stats._validate.theory_function``
-and for every function by ``tests/test_theory_contract.py``):
+**The one contract** of every function here, enforced on every call by one wrapper,
+``sigprop.stats._validate.theory_function``, that every function exported here passes through (this module refuses
+to import otherwise), and checked for every function by ``tests/test_theory_contract.py``:
 
 * deterministic: no random draws and no ``generator`` (a Monte Carlo is ``sp.mc_X``, beside its theory ``X``);
 * computed in float64; inputs are Python or numpy numbers, numpy arrays or torch tensors, validated with
@@ -17,7 +18,8 @@ and for every function by ``tests/test_theory_contract.py``):
   CPU for Apple MPS); otherwise a Python ``float`` for a scalar and a float64 numpy array for an array (the two
   covariance matrices built from sizes alone, ``prefix_mean_factor`` and ``compound_symmetry_covariance``, are
   float64 CPU tensors: the chapters hand them to ``torch.linalg``);
-* not differentiable: a tensor that requires grad is refused with a ValueError, never detached silently.
+* not differentiable: a tensor that requires grad is refused with a ValueError, never detached silently; a tensor
+  on the meta device (no values) is refused too.
 """
 from __future__ import annotations
 
@@ -101,6 +103,18 @@ __all__ = [
     "qk_variance_for_beta", "beta_xavier", "beta_bao", "bao_self_logit_mean", "branch_from_skip",
     "glorot_variance"
 ]
+
+
+def _enforce_contract() -> None:
+    """Every exported function carries the contract's wrapper (a module that adds a theory function without it fails
+    here, at import, not silently at a user's call)."""
+    unchecked = [name for name in __all__ if not getattr(globals()[name], "__sigprop_theory__", False)]
+    if unchecked:
+        raise RuntimeError(f"sp.theory functions without the contract (decorate them with "
+                           f"sigprop.stats._validate.theory_function): {', '.join(unchecked)}")
+
+
+_enforce_contract()
 
 
 def __getattr__(name):

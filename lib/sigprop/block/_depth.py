@@ -19,7 +19,7 @@ from ..stats._config import threads_for
 from ..stats._estimate import Estimate, estimate
 from ..stats._measures import mean_cosine
 from ..stats._random import as_generator
-from ..stats._validate import check_int, check_positive, check_range
+from ..stats._validate import check_gram_bound, check_int, check_positive, check_range, check_real, theory_function
 from ._config import BlockConfig
 from ._map import _REALS, check_domain, checked, one_block, _parameters
 from ._network import sample_transformer, transformer_forward
@@ -38,10 +38,14 @@ class CosineCurve(NamedTuple):
 
 
 def _ipr(P, q, p, T):
-    """``E Y^(2)`` of the attention on tokens ``(q, p)`` (its input: LN'd for post/pre), query bias included."""
-    if P["norm"] != "none":
+    """``E Y^(2)`` of the attention on the block input ``(q, p)``: pre-LN attention reads ``LN x`` (``(1, p/q)``),
+    post-LN and no-LN attention ``x`` itself -- under post-LN that is the raw input of norm ``q0`` in block 1
+    (issue 37, item 2: it was normalised, so ``y2[0]`` ignored ``q0``), normalised tokens after it; QK-norm
+    logits see the cosines ``(1, p/q)`` (as ``sigprop.block._attention.attention_overlaps``), a query bias
+    ``(q + e, p + e)``."""
+    if P["norm"] == "pre" or P.get("qk_norm", False):
         q, p = np.ones(np.shape(q)), p / q
-    e = P["qk_bias"]
+    e = 0.0 if P.get("qk_norm", False) else P["qk_bias"]
     if T is None:
         return ipr_limit(P["beta"], q + e, p + e, 2.0)
     sig = P["beta"] * np.sqrt(np.log(T) * (q + e) * np.maximum(q - p, 0.0))
@@ -49,6 +53,7 @@ def _ipr(P, q, p, T):
     return np.array([rem_quadrature(float(s), float(t))[0] for s, t in zip(sig.ravel(), TT.ravel())]).reshape(sig.shape)
 
 
+@theory_function
 def cosine_vs_depth(config=None, depth=None, *, T=None, rho0=0.0, q0=1.0, **params) -> CosineCurve:
     """The mean token cosine after each block and each block's attention IPR, from the block map.
 
@@ -96,7 +101,8 @@ def mc_cosine_vs_depth(config: BlockConfig, depth: int, *, T: int, inits: int = 
     :func:`sigprop.theory.cosine_vs_depth` (Giorlandino & Goldt 2025, Figs. 1(d), 1(e), 2, 6).
 
     ``inits`` independent networks of ``depth`` blocks (``config``), each fed ``seqs`` sequences of ``T``
-    equicorrelated tokens of cosine ``rho0`` (:func:`sigprop.equicorrelated_tokens`). Returns an
+    equicorrelated tokens of cosine ``rho0`` (:func:`sigprop.equicorrelated_tokens`; ``rho0`` down to the Gram bound
+    ``-1/(T-1)``). Returns an
     :class:`~sigprop.Estimate` of shape ``(depth + 1,)`` (row 0: the input) over the ``inits`` networks,
     each averaged over its sequences; ``.samples`` holds the per-network curves ``(inits, depth + 1)``
     for curve-level tests (layers of one network are correlated). Networks run in batches of ``chunk``
@@ -108,6 +114,8 @@ def mc_cosine_vs_depth(config: BlockConfig, depth: int, *, T: int, inits: int = 
     T = check_int(T, "T", minimum=2)
     inits = check_int(inits, "inits", minimum=2)
     seqs = check_int(seqs, "seqs", minimum=1)
+    rho0 = check_real(rho0, "rho0", minimum=-1.0, maximum=1.0)
+    check_gram_bound(1.0, rho0, T)
     chunk = inits if chunk is None else check_int(chunk, "chunk", minimum=1)
     g = as_generator(generator, device)
     curves = []

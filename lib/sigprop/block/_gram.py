@@ -43,7 +43,7 @@ from scipy.interpolate import CubicSpline
 from ..attention import rem_quadrature
 from ..stats._config import threads_for
 from ..stats._random import as_generator
-from ..stats._validate import check_int, check_memory, check_overlaps
+from ..stats._validate import check_int, check_memory, check_overlaps, theory_function
 from ._attention import attention_gram
 from ._components import RMS_NORM, combine_moments, compose, mlp_gram
 from ._config import BlockConfig
@@ -75,8 +75,9 @@ class GramTrajectory:
 
     def cosine_matrix(self) -> np.ndarray:
         """(depth+1, T, T): ``G_ts / sqrt(G_tt G_ss)``."""
-        diag = np.sqrt(np.einsum("ltt->lt", self.gram))
-        return self.gram / (diag[:, :, None] * diag[:, None, :])
+        g = self.gram   # numpy, or tensors through sp.theory's contract
+        diag = g.diagonal(0, -2, -1).sqrt() if torch.is_tensor(g) else np.sqrt(np.einsum("ltt->lt", g))
+        return g / (diag[:, :, None] * diag[:, None, :])
 
     def mean_cosine(self, positions=None) -> np.ndarray:
         """(depth+1,): mean cosine over pairs ``t != s`` of ``positions`` (default all; distinct indices, at least
@@ -86,7 +87,8 @@ class GramTrajectory:
         idx = _positions(positions, T)
         sub = cos[:, idx[:, None], idx[None, :]]
         k = len(idx)
-        return (sub.sum((-1, -2)) - np.einsum("ltt->l", sub)) / (k * (k - 1))
+        trace = sub.diagonal(0, -2, -1).sum(-1) if torch.is_tensor(sub) else np.einsum("ltt->l", sub)
+        return (sub.sum((-1, -2)) - trace) / (k * (k - 1))
 
 
 def _positions(positions, T):
@@ -171,6 +173,7 @@ def _check(config, samples, T):
 SAMPLES_MAX = 2**20
 
 
+@theory_function
 def gram_block_map(G, config: BlockConfig, *, samples: int = 1024, generator=0) -> GramStep:
     """One block's map of the Gram matrix ``G (T, T) -> GramStep(gram (T, T), ipr (T,))`` (module docstring).
 
@@ -183,6 +186,7 @@ def gram_block_map(G, config: BlockConfig, *, samples: int = 1024, generator=0) 
         return GramStep(*_block(G, config, samples, as_generator(generator, "cpu")))
 
 
+@theory_function
 def iterate_gram_map(G0, depth: int, config, *, samples: int = 1024, generator=0) -> GramTrajectory:
     """Iterate :func:`gram_block_map` ``depth`` times from ``G0 (T, T)``; one generator for all layers. ``config`` is
     one :class:`~sigprop.BlockConfig` for every block, or a sequence of ``depth`` of them (blocks that differ in where
@@ -226,6 +230,7 @@ def _per_block(config, depth):
 _EXACT_KEYS, _PER_OCTAVE = 64, 8
 
 
+@theory_function
 def causal_ipr(q, p, config: BlockConfig, *, T: int) -> np.ndarray:
     """``E Y^(2)`` of each query row ``t = 0..T-1`` of a causal attention layer on equicorrelated tokens.
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..attention import CrossOverlap
 from ..stats._validate import (broadcast, check_finite, check_flag, check_int, check_option, check_overlaps,
-                               check_positive, check_range, check_seq_len, to_output)
+                               check_positive, check_range, check_seq_len, theory_function, to_output)
 from ._attention import attention_overlaps
 from ._components import RMS_NORM, combine_moments, compose, mlp_overlaps, unit_kernel
 from ._config import Activation, BlockConfig, Norm
@@ -187,6 +187,7 @@ def setup(q, p, config, T, limit, params):
     return qa, pa, P, Tm
 
 
+@theory_function
 def block_map(q, p, config=None, *, T=None, limit=None, **params) -> Overlaps:
     """One transformer block's map ``(q, p) -> (q', p')``, returned as :class:`Overlaps` (``q, p = ...`` unpacks).
 
@@ -212,6 +213,7 @@ def block_map(q, p, config=None, *, T=None, limit=None, **params) -> Overlaps:
     return Overlaps(to_output(qn, *like), to_output(pn, *like))
 
 
+@theory_function
 def iterate_block_map(q0, p0, depth, config=None, *, T=None, limit=None, **params) -> BlockTrajectory:
     """Iterate :func:`block_map` ``depth`` times: :class:`BlockTrajectory` ``(q, p)`` of shape ``(depth + 1,
     *broadcast)`` (row 0: the input; ``.cosine`` the mean cosine). Arguments as in :func:`block_map`, all
@@ -227,6 +229,7 @@ def iterate_block_map(q0, p0, depth, config=None, *, T=None, limit=None, **param
     return BlockTrajectory(to_output(np.stack(qs), *like), to_output(np.stack(ps), *like))
 
 
+@theory_function
 def mlp_map(q, p, *, sigma_w2=2.0, sigma_b2=0.0, activation="relu", sigma_w2_out=None, sigma_b2_out=None,
             gated=False) -> Overlaps:
     """Two-layer MLP map ``(q, p) -> (q_2, p_2)`` (App. B.6.2, Eqs. (35)-(37)); the second layer's variances
@@ -245,6 +248,7 @@ def mlp_map(q, p, *, sigma_w2=2.0, sigma_b2=0.0, activation="relu", sigma_w2_out
     return Overlaps(to_output(qn, q, p), to_output(pn, q, p))
 
 
+@theory_function
 def relu_kernel(rho):
     """``f(rho) = (sqrt(1 - rho^2) + rho (pi - arccos rho)) / pi``, so E[relu(u) relu(v)] = q f(rho)/2.
 
@@ -254,6 +258,7 @@ def relu_kernel(rho):
     return to_output(2.0 * unit_kernel("relu", False, 1.0, 1.0, np.clip(r, -1.0, 1.0)), rho)
 
 
+@theory_function
 def activation_kernel(q_a, q_b, c, *, activation="relu", gated=False):
     r"""``E[phi(u) phi(v)]`` for ``(u, v)`` Gaussian with variances ``q_a, q_b`` and covariance ``c``.
 

@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 
 from ._depth import cosine_vs_depth
-from ..stats._validate import check_int, check_positive, check_range, check_real
+from ..stats._validate import check_int, check_positive, check_range, check_real, theory_function
 
 __all__ = ["TrainabilityDiagram", "TRAINABLE", "RANK_COLLAPSE", "ENTROPY_COLLAPSE", "PHASE_NAMES"]
 __theory__ = ["trainability_diagram", "critical_alpha_sa"]
@@ -52,6 +52,7 @@ class TrainabilityDiagram:
         return float(np.mean(self.phase == phase))
 
 
+@theory_function
 def trainability_diagram(beta, alpha_sa, *, depth, rank_threshold=0.99, entropy_threshold=0.0,
                          rho0=0.0, **kwargs) -> TrainabilityDiagram:
     """Classify every ``(alpha_sa, beta)`` point of a grid (Fig. 1(c)); see the module docstring.
@@ -78,6 +79,7 @@ def trainability_diagram(beta, alpha_sa, *, depth, rank_threshold=0.99, entropy_
                                float(entropy_threshold))
 
 
+@theory_function
 def critical_alpha_sa(depth, *, beta, rank_threshold=0.99, rho0=0.0, lo=0.0, hi=10.0, tol=1e-6, **kwargs):
     """Smallest ``alpha_sa`` with ``rho_depth < rank_threshold`` (bisection, vectorised over ``beta``).
 
