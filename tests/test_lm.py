@@ -144,3 +144,48 @@ def test_lm_config_validates_block_fields_through_block_config():
         sp.LMConfig(vocab=4, T=4, d=6, heads=4)
     with pytest.raises(TypeError, match="ln_center must be True or False"):
         sp.LMConfig(vocab=4, T=4, d=8, ln_center="yes")
+
+
+# ----------------------------------------------------------------------------- issue 37, items 5, 7, 8
+def test_causal_attention_at_zero_or_negative_temperature_is_finite():
+    # tau <= 0 multiplied the causal mask's -inf: NaN (tau = 0) or +inf (tau < 0). Now tau = 0 gives uniform weights
+    # over the visible keys (the prefix mean) and tau < 0 the softmax of the negated logits
+    model = sp.TinyLM(sp.LMConfig(vocab=11, T=6, d=8, causal=True), generator=0)
+    tokens = torch.tensor([[1, 2, 3, 4, 5]])
+    for tau in (0.0, -1.0, -1e30):
+        logits, rec = model(tokens, tau=tau, record=True)
+        assert torch.isfinite(logits).all(), tau
+        A = rec[0]["attention"][0, 0]
+        assert torch.allclose(A.sum(-1), torch.ones(5)) and torch.all(A.triu(1) == 0)
+    _, rec = model(tokens, tau=0.0, record=True)
+    assert torch.allclose(rec[0]["attention"][0, 0], torch.tril(torch.ones(5, 5)) / torch.arange(1, 6)[:, None])
+
+
+@pytest.mark.parametrize("tokens, error, match", [
+    (torch.tensor([[1, 2, 11]]), ValueError, r"token ids must lie in \[0, vocab=11\); got ids from 1 to 11"),
+    (torch.tensor([[-1, 2]]), ValueError, r"token ids must lie in \[0, vocab=11\)"),
+    (torch.tensor([[1.0, 2.0]]), TypeError, "tokens must be an integer tensor"),
+    (torch.tensor([[True, False]]), TypeError, "tokens must be an integer tensor"),
+    ([[1, 2]], TypeError, "tokens must be an integer tensor"),
+    (torch.zeros(2, 0, dtype=torch.long), ValueError, r"1 <= T' <= T=6; got \(2, 0\)"),
+    (torch.zeros(0, 3, dtype=torch.long), ValueError, r"batch >= 1"),
+])
+def test_bad_tokens_are_refused_clearly(tokens, error, match):
+    # IndexError (ids >= vocab, float ids) and RuntimeError (zero length) before issue 37
+    model = sp.TinyLM(sp.LMConfig(vocab=11, T=6, d=8), generator=0)
+    with pytest.raises(error, match=match):
+        model(tokens)
+
+
+def test_fit_refuses_a_missing_optimizer():
+    model = sp.TinyLM(sp.LMConfig(vocab=11, T=6, d=8), generator=0)
+    with pytest.raises(TypeError, match=r"optimizer must be a torch.optim.Optimizer .* got NoneType"):
+        sp.fit(model, lambda step: (None, None), steps=1, optimizer=None)
+    with pytest.raises(TypeError, match="sample must be callable"):
+        sp.fit(model, None, steps=1, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+@pytest.mark.parametrize("kwargs", [dict(vocab=10**12, T=8, d=8), dict(vocab=10, T=10**11, d=8)])
+def test_sizes_beyond_memory_are_refused_before_allocating(kwargs):
+    with pytest.raises(ValueError, match=r"TinyLM's parameters .* would need .* more than the budget"):
+        sp.TinyLM(sp.LMConfig(**kwargs), generator=0)

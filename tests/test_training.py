@@ -150,3 +150,10 @@ def test_committed_record_replays():
         # ~1e-7 differences 100 Adam steps amplify
         np.testing.assert_allclose(replay[r.label].eval_loss, rec.eval_loss[:k], rtol=2e-3, atol=2e-3)
         np.testing.assert_allclose(replay[r.label].init_cosine, rec.init_cosine, rtol=1e-4, atol=1e-5)
+
+
+def test_eval_size_beyond_memory_is_refused_before_allocating():
+    # issue 37, item 8: the held-out set and its forward were allocated first (the allocator's error)
+    task = sp.MaskedTask(sp.MarkovSource(8, concentration=1.0, generator=0), T=8)
+    with pytest.raises(ValueError, match=r"train_masked_lm with seeds=1, eval_size=1000000000000, .* would need"):
+        sp.train_masked_lm(sp.BlockConfig(d=8), 1, task, seeds=1, eval_size=10**12, progress=False)

@@ -181,8 +181,8 @@ def train_masked_lm(config: BlockConfig, depth: int, task: MaskedTask, *, seeds:
         raise ValueError(f"stop_at must be <= steps={steps}; got {stop_at}")
     # the one size guard: the evaluation and training forwards keep every block's activations (seeds x sequences x
     # T x (d, hidden, heads T)) and the logits over the vocabulary, in float32
-    check_memory(4.0 * seeds * max(eval_size, batch) * task.T * (depth * (4 * config.d + config.hidden + 2 * config.heads
-                                                                          * task.T) + task.vocab),
+    per_token = depth * (4 * config.d + config.hidden + 2 * config.heads * task.T) + task.vocab
+    check_memory(4.0 * seeds * max(eval_size, batch) * task.T * per_token,
                  f"train_masked_lm with seeds={seeds}, eval_size={eval_size}, batch={batch} at T={task.T}")
     device = torch.device("cpu") if device is None else as_device(device)
     g = as_generator(generator)
