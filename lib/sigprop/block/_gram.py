@@ -193,7 +193,10 @@ def iterate_gram_map(G0, depth: int, config, *, samples: int = 1024, generator=0
     their tokens see, e.g. Gemma2/3's sliding-window and global layers).
 
     For ``T`` equicorrelated tokens of norm ``q`` and cosine ``rho`` use ``G0 = q ((1 - rho) I + rho)`` (a Gram
-    matrix for ``rho >= -1/(T-1)``). Cost ~ ``4 samples T^3`` flops per block (T = 64, 1024 samples: ~0.2 s).
+    matrix for ``rho >= -1/(T-1)``). Cost ~ ``4 samples T^3`` flops per block: measured 0.26 s (T = 64) and 0.5 s
+    (T = 96) per block at 1024 samples on two busy cores (ReLU, causal, no LayerNorm); tanh, SiLU and tanh-GELU
+    MLPs on tokens of different norms 0.3-0.6 s and 0.6-1.1 s (their kernels by Mehler's expansion,
+    ``sigprop.block._kernels``; 20 s per block at T = 96 before issue 37). ``samples`` at most ``SAMPLES_MAX`` (2^20).
     The integration error of a cosine is ~ its spread over logit draws / sqrt(samples) (below 1e-3 at the
     defaults in the book's uses; ``tests/test_block_gram.py`` compares two seeds).
     """
