@@ -73,12 +73,12 @@ def _markdown(node: nodes.Node, url) -> str:
 class PageContext:
     """:class:`notebooks.Context` of one page, from the finished build (``app``)."""
 
-    def __init__(self, app, docname: str):
+    def __init__(self, app, docname: str, headings: dict[str, list[str]] | None = None):
         self.app, self.env, self.docname = app, app.env, docname
         self.base = sources.source()["pages"]
         self.url = urljoin(self.base, app.builder.get_target_uri(docname))
         self.cited: dict[str, str] = {}
-        self.headings = _headings(app, docname)
+        self.headings = _headings(app, docname) if headings is None else headings
         self._glue = None
 
     # -- links
@@ -290,9 +290,9 @@ def build(app, exception=None) -> None:
         shutil.rmtree(out)
     src = sources.source()
     for docname in sorted(app.env.found_docs):
-        page = _page_source(app, docname)
+        page, headings = _page_source(app, docname), _headings(app, docname)
         for edition in notebooks.EDITIONS:
-            ctx = PageContext(app, docname)
+            ctx = PageContext(app, docname, headings)
             meta = {"version": src["version"], "page": ctx.url, "source": app.env.doc2path(docname, False)}
             try:
                 nb = notebooks.convert(page, ctx, edition, sources.setup_cell(src, edition, ctx.url), meta)
@@ -311,8 +311,8 @@ def build(app, exception=None) -> None:
 
 # ----------------------------------------------------------------------------- the header's buttons
 
-def _has_solutions(app, docname: str) -> bool:
-    return any(type(n).__name__ == "solution_node" for n in app.env.get_doctree(docname).findall(nodes.Element))
+def _has_solutions(doctree) -> bool:
+    return doctree is not None and any(type(n).__name__ == "solution_node" for n in doctree.findall(nodes.Element))
 
 
 def buttons(app, pagename, templatename, context, doctree) -> None:
@@ -333,7 +333,7 @@ def buttons(app, pagename, templatename, context, doctree) -> None:
     saves = [{"type": "link", "text": ".ipynb", "icon": "fas fa-code", "label": "download-notebook-button",
               "tooltip": "Download this page as a notebook (solutions folded)",
               "url": pathto(f"{FOLDER}/reader/{pagename}.ipynb", 1)}]
-    if _has_solutions(app, pagename):
+    if _has_solutions(doctree):
         saves.append({"type": "link", "text": ".ipynb, no solutions", "icon": "fas fa-code",
                       "label": "download-student-notebook-button",
                       "tooltip": "Download this page as a notebook without the solutions (for homework)",
