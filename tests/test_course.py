@@ -235,7 +235,7 @@ def test_ledger_table_is_numbered_puts_status_first_and_keeps_sizes_in_the_claim
     assert table.header == ("status", "claim", "stated", "measured ± SE", "corrected")
     assert re.match(r"<span style='color:#[0-9a-f]{6}'><b>[a-z&;-]+</b></span>", table.rows[0][0])
     markdown = table._repr_markdown_()
-    assert markdown.startswith("```{list-table} ") and ":name: tbl-gg-ledger" in markdown
+    assert markdown.startswith("~~~{list-table} ") and ":name: tbl-gg-ledger" in markdown
     for r in record.values():                                          # every number as claims.quote prints it
         assert quote(r.id, record=record) in markdown
         if r.scale and r.scale.get("measured"):
@@ -281,8 +281,10 @@ def test_table_numbers_captions_and_drops_the_default_index():
     assert t.header == ("$\\alpha_{SA}$", "$T\\to\\infty$ map", "verdict", "n", "x")          # no index column
     assert t.rows[0] == ("1", "0.5123", "- agrees", "16", "—") and t.rows[1][1:] == ("1.200 × 10⁻⁶", "1. no", "32", "yes")
     md = t._repr_markdown_()
-    assert md.splitlines()[:4] == ["```{list-table} One line with $\\beta$.", ":header-rows: 1", ":name: tbl-test",
+    assert md.splitlines()[:4] == ["~~~{list-table} One line with $\\beta$.", ":header-rows: 1", ":name: tbl-test",
                                    ":class: sp-table"]
+    # a caption that refers to a figure holds backticks: a backtick fence would end the directive's first line
+    assert sp.course.table(df, caption="See {numref}`fig-x`.")._repr_markdown_().startswith("~~~{list-table} See {numref}`fig-x`.")
     assert "  - \\- agrees" in md and "  - 1\\. no" in md                       # not read as list items
     assert "<caption>One line with \\(\\beta\\).</caption>" in t._repr_html_()
     # a meaningful index is the first column, headed by its name; a transposed table by the columns' name

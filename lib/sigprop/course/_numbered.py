@@ -3,7 +3,8 @@ r"""A table as the book shows it: numbered by chapter, captioned, with typeset h
 A page's table is computed (a comparison's verdicts, a ladder's fits), so it cannot be written in the page's
 Markdown, where Sphinx numbers tables. :func:`table` returns a :class:`Table` that displays itself two ways:
 
-* as Markdown (``text/markdown``): a MyST ``list-table`` directive with the caption and ``:name:``, which the
+* as Markdown (``text/markdown``): a MyST ``list-table`` directive with the caption and ``:name:``, fenced with
+  ``~~~`` (a caption's ``{numref}`` roles hold backticks, which a backtick fence's first line may not), which the
   book's build parses like the page's own text (``nb_render_markdown_format: myst``, and ``_config.yml`` ranks
   ``text/markdown`` above ``text/html`` for it), so the table is numbered by chapter ("Table 2.4"), can be referred
   to with ``{numref}`` and prints in the PDF; ``$...$`` in a header or a cell is typeset by MathJax;
@@ -62,7 +63,7 @@ class Table:
             raise ValueError(f"widths needs one number per column ({widths}); got {self.widths!r}")
 
     def _repr_markdown_(self) -> str:
-        lines = [f"```{{list-table}} {self.caption}", ":header-rows: 1"]
+        lines = [f"~~~{{list-table}} {self.caption}", ":header-rows: 1"]
         if self.name:
             lines.append(f":name: {self.name}")
         lines.append(":class: sp-table" + (f" {self.classes}" if self.classes else ""))
@@ -72,7 +73,7 @@ class Table:
         for row in (self.header,) + tuple(self.rows):
             for k, cell in enumerate(row):
                 lines.append(("* - " if k == 0 else "  - ") + _markdown_cell(cell))
-        return "\n".join(lines + ["```", ""])
+        return "\n".join(lines + ["~~~", ""])
 
     def _repr_html_(self) -> str:
         def cells(row, tag):
