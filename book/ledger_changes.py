@@ -113,6 +113,11 @@ def main(argv=None) -> int:
     parser.add_argument("--until", help="the newer record set: a git ref (default: the working tree)")
     parser.add_argument("--counts", action="store_true", help="print the status counts of --until alone")
     args = parser.parse_args(argv)
+    for name in ("since", "until"):   # a bad ref was git's traceback (issue 37, item 10)
+        ref = getattr(args, name)
+        if ref is not None and subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=ROOT,
+                                              capture_output=True).returncode != 0:
+            parser.error(f"--{name} {ref!r} is not a commit or tag of this repository")
     new = records(args.until)
     until = args.until or "working tree"
     if args.counts:

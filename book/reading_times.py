@@ -224,11 +224,16 @@ def write(path: pathlib.Path = PAGE, intro: pathlib.Path = INTRO) -> bool:
     return changed or fresh != old
 
 
-if __name__ == "__main__":
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help=f"rewrite the table in {PAGE.relative_to(ROOT)}")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.write:
         print(f"{PAGE.relative_to(ROOT)}, {INTRO.relative_to(ROOT)}: {'updated' if write() else 'already up to date'}")
     else:
         print(table())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

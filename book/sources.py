@@ -196,6 +196,10 @@ def expected_files(src: dict) -> dict[pathlib.Path, str]:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    unknown = [a for a in argv if a not in ("--check", "--version")]
+    if unknown:   # an unknown argument rewrote the generated files instead of stopping (issue 37, item 10)
+        raise SystemExit(f"book/sources.py: unknown arguments {unknown}; usage: python book/sources.py [--check | "
+                         "--version]")
     if "--version" in argv:                         # the release workflow checks its tag against it
         print(version())
         return 0

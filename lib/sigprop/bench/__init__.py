@@ -114,8 +114,6 @@ def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, p
     threads = max(1, min(2, cpus)) if threads is None else check_int(threads, "threads", minimum=1, maximum=cpus)
     if pages_load and not (pages or pages_twice):
         raise ValueError("pages_load times pages beside a CPU-bound process: it needs pages=True or pages_twice=True")
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
     names = ["forward", "naive", "ipr", "diagram", "grad"] + (["pages"] if pages or pages_twice else [])
     if only is not None:
         bad = set(only) - set(names) - {"pages"}
@@ -123,6 +121,8 @@ def run(*, tiny: bool = False, pages: bool = False, pages_twice: bool = False, p
             raise ValueError(f"only must name benchmarks among {sorted(set(names) | {'pages'})}; got {sorted(bad)}")
         names = [n for n in names + ["pages"] if n in only]
         names = list(dict.fromkeys(names))
+    old_threads = torch.get_num_threads()   # set after every check: a refused call leaves the count as it was
+    torch.set_num_threads(threads)
     meta = _meta(threads)
     rows = []
     t0 = time.perf_counter()

@@ -7,24 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from ..stats._validate import check_output_path
+from ..stats._validate import check_output_path, threads_argument as _threads
 from . import format_table, run
-
-
-def _threads(text: str) -> int:
-    """Torch threads: 1 .. the machine's CPU count (issue 26, item 9: 100000 threads crashed torch)."""
-    cpus = os.cpu_count() or 1
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {cpus} (this machine's CPUs); got {text!r}") \
-            from None
-    if not 1 <= value <= cpus:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {cpus} (this machine's CPUs); got {value}")
-    return value
 
 
 def main(argv=None) -> int:

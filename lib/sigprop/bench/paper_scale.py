@@ -34,6 +34,7 @@ import torch
 import sigprop as sp
 from sigprop import claims, fullcheck
 from sigprop.experiments import FINITE_SIZE_CASES as CASES
+from sigprop.stats._validate import check_output_path
 
 from ._speed import forward_flops
 
@@ -344,8 +345,10 @@ def main(argv=None) -> int:
         ap.error("--device cuda but CUDA is not available (use --device cpu --scale tiny to try the script)")
     if not math.isfinite(args.budget) or args.budget <= 0:
         ap.error(f"--budget must be a positive number of seconds; got {args.budget}")
-    with open(args.out, "w") as fh:   # writable before any work
-        fh.write("{}")
+    try:   # writable before any work, creating nothing (a missing folder or a folder was a traceback: issue 37)
+        check_output_path(args.out, "--out")
+    except ValueError as exc:
+        ap.error(str(exc))
     device = torch.device(args.device)
     size = "full" if args.scale == "paper" else "quick"
     record = dict(machine=_machine(device), scale=args.scale, budget_s=args.budget,

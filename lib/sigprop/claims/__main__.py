@@ -13,6 +13,7 @@ import pathlib
 import sys
 
 from ..experiments._provenance import provenance
+from ..stats._validate import check_output_path
 from . import DOCUMENTS, Status, fragile, record_path, registry, run, run_one, write_record
 
 
@@ -29,15 +30,14 @@ def _table(results) -> str:
     return "\n".join(lines)
 
 
-def _writable(path: str) -> pathlib.Path:
-    """Check, before any work, that ``path`` can be written (its folder exists and is writable)."""
-    p = pathlib.Path(path)
+def _writable(path) -> pathlib.Path:
+    """Check, before any work and creating nothing, that ``path`` can be written (its folder exists and is
+    writable; issue 37, item 10: opening it to check left an empty file when the run then stopped)."""
     try:
-        with open(p, "a"):
-            pass
-    except OSError as exc:
-        raise SystemExit(f"python -m sigprop.claims: cannot write {path!r}: {exc.strerror}") from None
-    return p
+        check_output_path(str(path), "--json")
+    except ValueError as exc:
+        raise SystemExit(f"python -m sigprop.claims: {exc}") from None
+    return pathlib.Path(path)
 
 
 def main(argv=None) -> int:
@@ -59,6 +59,10 @@ def main(argv=None) -> int:
         unknown = sorted(set(args.claim) - set(known))
         if unknown:
             raise SystemExit(f"python -m sigprop.claims: no claim {unknown} in the ledger")
+        elsewhere = sorted(f"{i} (of {known[i]})" for i in args.claim if known[i] not in docs)
+        if elsewhere:
+            raise SystemExit(f"python -m sigprop.claims: --claim {', '.join(elsewhere)} is not a claim of --document "
+                             f"{' '.join(docs)}; drop --document or name that document")
         chosen = set(args.claim)
         docs = tuple(d for d in docs if d in {known[i] for i in chosen})
     records = [_writable(record_path(d)) for d in docs] if args.record else []

@@ -31,6 +31,7 @@ from ._finite_size import CASES, SIZES, record_name, run_case, save
 from ._noci_fig10 import run as run_fig10
 from ._regimes import SIZES as REGIME_SIZES
 from ._regimes import REGIMES, run_regimes, save_record
+from ..stats._validate import threads_argument as _threads
 
 
 def _writable_dir(path: str) -> pathlib.Path:
@@ -59,11 +60,6 @@ def _writable_file(path: str) -> pathlib.Path:
     return p
 
 
-def _threads(value: str) -> int:
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--threads must be >= 1; got {n}")
-    return n
 
 
 def main(argv=None) -> int:

@@ -37,6 +37,7 @@ import torch
 from scipy.special import ndtr, ndtri
 
 from ._agreement import curve_agreement
+from ._validate import check_output_path
 
 __all__: list[str] = []
 
@@ -181,9 +182,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.datasets < 1 or args.power_datasets < 1:
         parser.error("--datasets and --power-datasets must be >= 1")
-    out = pathlib.Path(args.out)
-    if not out.parent.is_dir():
-        parser.error(f"--out: no folder {str(out.parent)!r}")
+    try:   # before the hour-long run, creating nothing (a folder as --out failed at the end)
+        out = pathlib.Path(check_output_path(args.out, "--out"))
+    except ValueError as exc:
+        parser.error(str(exc))
     result = study(args.datasets, args.power_datasets)
     args_given = sys.argv[1:] if argv is None else argv
     result["meta"]["command"] = "python -m sigprop.stats._calibration " + " ".join(args_given)

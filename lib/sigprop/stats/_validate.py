@@ -388,6 +388,21 @@ def theory_function(fn):
     return checked
 
 
+def threads_argument(text: str) -> int:
+    """A command line's ``--threads``: an integer from 1 to this machine's CPU count (more aborted in OpenMP; issue 26
+    item 9, issue 37 item 10). An ``argparse`` type: a bad value is a one-line usage error."""
+    import argparse   # noqa: PLC0415 (command lines only)
+    cpus = os.cpu_count() or 1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {cpus} (this machine's CPUs); got {text!r}") \
+            from None
+    if not 1 <= value <= cpus:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {cpus} (this machine's CPUs); got {value}")
+    return value
+
+
 def check_output_path(path, name: str) -> str:
     """A file a command will write at its end: its folder exists and is writable (checked before a long run,
     without creating anything)."""
