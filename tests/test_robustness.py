@@ -120,7 +120,7 @@ BAD = [
     ("gaussian T=0", lambda: sp.gaussian_tokens(2, T=0, d=4), ValueError, r"T must be >= 1"),
     ("gaussian q<0", lambda: sp.gaussian_tokens(2, T=3, d=4, q=-1.0), ValueError, r"q must be > 0"),
     ("equicorrelated rho>1", lambda: sp.equicorrelated_tokens(T=3, d=4, rho=1.5), ValueError,
-     r"rho must lie in \[0.0, 1.0\]"),
+     r"rho must lie in \[-1.0, 1.0\]"),   # down to the Gram bound -1/(T-1) (issue 37)
     ("equicorrelated rho nan", lambda: sp.equicorrelated_tokens(T=3, d=4, rho=NAN), ValueError, r"rho must be finite"),
     ("orthogonal T>d", lambda: sp.orthogonal_tokens(T=8, d=4), ValueError, r"T <= d"),
     ("random walk sigma shape", lambda: sp.random_walk_tokens(T=3, d=4, sigma=torch.eye(3)), ValueError,

@@ -48,8 +48,8 @@ from scipy.special import gammaln, ndtr
 from ..stats._config import threads_for, widest_float
 from ..stats._estimate import Estimate
 from ..stats._montecarlo import monte_carlo
-from ..stats._validate import (broadcast, check_int, check_overlaps, check_positive, check_range, check_seq_len,
-                               theory_function, to_output)
+from ..stats._validate import (broadcast, check_gram_bound, check_int, check_overlaps, check_positive, check_range,
+                               check_seq_len, theory_function, to_output)
 __all__ = ["mc_rem_moments"]
 __theory__ = ["beta_c", "ipr", "ipr_finite", "rem_moments"]
 
@@ -118,6 +118,7 @@ def ipr(beta, q=1.0, p=0.0, r=2):
     qa, pa = check_overlaps(q, p, strict=False)
     ra = _check_r(r)
     broadcast(beta=b, q=qa, p=pa, r=ra)
+    check_gram_bound(*broadcast(q=qa, p=pa), None)   # T -> infinity tokens: p >= 0
     return to_output(ipr_limit(b, qa, pa, ra), beta, q, p, r)
 
 
@@ -236,6 +237,7 @@ def ipr_finite(beta, T, q=1.0, p=0.0, r=2):
     qa, pa = check_overlaps(q, p, strict=False)
     ra = _check_r(r)
     broadcast(beta=b, T=Ta, q=qa, p=pa, r=ra)
+    check_gram_bound(*np.broadcast_arrays(qa, pa, Ta)[:2], np.broadcast_arrays(qa, pa, Ta)[2])   # p >= -q/(T-1)
     sig, TT, rr = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta, ra)
     out = np.empty(sig.shape)
     for idx in np.ndindex(sig.shape):
@@ -254,13 +256,14 @@ def rem_moments(beta, q=1.0, p=0.0, *, T=None):
     """
     b = check_positive(beta, "beta", allow_zero=True)
     qa, pa = check_overlaps(q, p)
+    Ta = None if T is None else check_seq_len(T, maximum=T_MAX, why=_T_WHY)
+    check_gram_bound(*np.broadcast_arrays(qa, pa, 1.0 if Ta is None else Ta)[:2], Ta)   # p >= -q/(T-1), or 0
     if T is None:
         bb, qq, pp = np.broadcast_arrays(b, qa, pa)
         bc = _beta_c(qq, pp)
         with np.errstate(divide="ignore"):
             m = np.where(bb > bc, bc / np.where(bb > 0, bb, 1.0), 1.0)
         return tuple(to_output(o, beta, q, p) for o in _pd_moments(m))
-    Ta = check_seq_len(T, maximum=T_MAX, why=_T_WHY)
     sig, TT = np.broadcast_arrays(_energy_scale(b, Ta, qa, pa), Ta)
     res = np.empty((3,) + sig.shape)
     for idx in np.ndindex(sig.shape):

@@ -43,7 +43,7 @@ from scipy.interpolate import CubicSpline
 from ..attention import rem_quadrature
 from ..stats._config import threads_for
 from ..stats._random import as_generator
-from ..stats._validate import check_int, check_memory, check_overlaps, theory_function
+from ..stats._validate import check_gram_bound, check_int, check_memory, check_overlaps, theory_function
 from ._attention import attention_gram
 from ._components import RMS_NORM, combine_moments, compose, mlp_gram
 from ._config import BlockConfig
@@ -253,6 +253,7 @@ def causal_ipr(q, p, config: BlockConfig, *, T: int) -> np.ndarray:
     T = check_int(T, "T", minimum=2)
     check_memory(8.0 * 2 * T, f"causal_ipr's rows at T = {T}")
     qa, pa = (float(v) for v in check_overlaps(q, p, strict=False))
+    check_gram_bound(qa, pa, T)   # T tokens of overlap p exist for p >= -q/(T-1)
     sigma = float(np.sqrt(config.logit_var * (qa + config.qk_bias) * max(qa - pa, 0.0)))
     W = T if config.window is None else min(T, config.window)   # row t sees min(t + 1, window) keys
     keys = np.arange(2, min(W, _EXACT_KEYS) + 1)

@@ -42,7 +42,8 @@ import numpy as np
 
 from ..attention import CrossOverlap
 from ..stats._validate import (broadcast, check_finite, check_flag, check_int, check_option, check_overlaps,
-                               check_positive, check_range, check_seq_len, theory_function, to_output)
+                               check_gram_bound, check_positive, check_range, check_seq_len, theory_function,
+                               to_output)
 from ._attention import attention_overlaps
 from ._components import RMS_NORM, combine_moments, compose, mlp_overlaps, unit_kernel
 from ._config import Activation, BlockConfig, Norm
@@ -161,16 +162,9 @@ def checked(qp, layer, norm):
 
 
 def check_domain(q, p, T):
-    """``p >= 0`` for the T -> infinity map, ``p >= -q/(T-1)`` at finite ``T`` (module docstring, "Domain")."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        low = np.zeros(np.shape(q)) if T is None else -q / (np.asarray(T, dtype=float) - 1.0)
-    if np.any(p < low - 1e-12 * q):
-        rho = float(np.min(p / q))
-        if T is None:
-            raise ValueError("the T -> infinity map needs p >= 0: T equicorrelated tokens exist only for cosines "
-                             f">= -1/(T-1), which tends to 0; got p/q = {rho:.4g}. Pass T for a finite sequence")
-        raise ValueError(f"T tokens of norm q and overlap p exist only for p/q >= -1/(T-1) (a positive semi-definite "
-                         f"Gram matrix); got p/q = {rho:.4g} at T = {float(np.min(T)):g}")
+    """``p >= 0`` for the T -> infinity map, ``p >= -q/(T-1)`` at finite ``T`` (module docstring, "Domain"): the one
+    check of every map on equicorrelated tokens, ``sigprop.stats._validate.check_gram_bound``."""
+    check_gram_bound(q, p, T)
 
 
 def setup(q, p, config, T, limit, params):
