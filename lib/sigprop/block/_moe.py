@@ -68,7 +68,7 @@ def _table(experts: int, top_k: int, scale2: float, norm_topk: bool):
     v = torch.randn(_DRAWS // 2, experts, generator=g, dtype=torch.float64)
     u, v = torch.cat([u, -u]), torch.cat([v, -v])
     s = float(np.sqrt(scale2))
-    wa = _weights(s * u, top_k, norm_topk)                            # the first token's weights: the same for every rho
+    wa = _weights(s * u, top_k, norm_topk)            # the first token's weights: the same for every rho
     for i, r in enumerate(rho):
         wb = _weights(s * (r * u + np.sqrt(max(0.0, 1 - r * r)) * v), top_k, norm_topk)
         out[i] = float((wa * wb).sum(-1).mean())
