@@ -107,8 +107,10 @@ def attention_forward(x, p, l, c, *, inplace=False, record=None, tau=1.0):
         cos, sin = rope_tables(T, c.rotary_dims, c.rope_theta, x.device, q.dtype, c.rope_freqs)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     work = _work_dtype(q.dtype)   # logits accumulate in >= float32
-    scores = q.to(work) @ k.to(work).transpose(-1, -2)               # (n, b, G, H/G, T, T)
     scale = c.scale * tau
+    if 0.0 < abs(scale) <= 1e4:   # the scale on the queries (T d_k numbers), not on the T^2 logits (issue 37, item 11)
+        q, scale = q.to(work) * scale, 1.0
+    scores = q.to(work) @ k.to(work).transpose(-1, -2)               # (n, b, G, H/G, T, T)
     if c.logit_cap is not None:   # Gemma2: c tanh(a / c) of the scaled logits, then the masked softmax
         scores, scale = c.logit_cap * torch.tanh(scores * (scale / c.logit_cap)), 1.0
     if c.alibi_slopes is not None:   # m_h s for key s: -m_h (t - s) up to a row constant the softmax removes (HF)
