@@ -83,7 +83,15 @@ def forward_flops(config, depth: int, inits: int, samples: int, T: int) -> float
 
 
 def bench_forward(sizes=None, *, repeats: int = 3, device="cpu", matmul_n: int = 1024):
-    """FLOP/s of the batched forward as a fraction of dense matmul FLOP/s, measured side by side."""
+    """FLOP/s of the batched forward as a fraction of dense matmul FLOP/s, measured side by side.
+
+    The goal (>= 0.5 at ``d = T = 256``) is a quiet machine's. What the 4-head block costs beyond its matrix products
+    is elementwise passes over the ``H T^2`` logits and the tokens (issue 37, item 11, torch.profiler): the scale is
+    now applied to the queries (``T d_k`` numbers) and the softmax is one pass, RMS normalisation two passes instead
+    of five. Measured on two shared cores, 1 thread, paired runs (A new, B old, whole process, 5 each): A/B wall 0.96,
+    ratio 0.72 against 0.68 (medians); 2 threads in quiet moments 0.61-0.72 (new) and 0.53-0.72 (old). With 2
+    threads and another CPU-bound process on the two cores every version falls to 0.10-0.20 (the forward's many
+    parallel regions wait on a descheduled thread; dense matmul much less): record it on a quiet machine."""
     import sigprop as sp
 
     if sizes is None:
