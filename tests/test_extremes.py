@@ -186,3 +186,23 @@ def test_zero_tokens_stay_zero_not_nan():
     assert torch.isfinite(out).all()
     ref = forward_reference(torch.zeros(2, 2, 4, 8), params, cfg, lambda y: y)
     assert torch.allclose(out, ref, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- issue 37, item 5
+def test_causal_attention_at_zero_and_negative_scale_is_finite():
+    import sigprop as sp
+    import torch
+    s = torch.randn(2, 5, 5, generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    for scale in (0.0, -1.0, -1e35, 1e35):
+        A = sp.attention_weights(s, scale=scale, causal=True)
+        assert torch.isfinite(A).all() and torch.all(A[:, mask] == 0), scale
+        assert torch.allclose(A.sum(-1), torch.ones(2, 5, dtype=A.dtype))
+    assert torch.allclose(sp.attention_weights(s, scale=0.0, causal=True)[0],
+                          torch.tril(torch.ones(5, 5)) / torch.arange(1, 6)[:, None])   # the prefix mean
+    assert torch.allclose(sp.attention_weights(s, scale=-1.0, causal=True),
+                          sp.attention_weights(-s, scale=1.0, causal=True))
+    # a causal network at logit_scale 0 (NaN before)
+    c = sp.BlockConfig(d=16, causal=True, logit_scale=0.0)
+    out = sp.transformer_forward(torch.randn(3, 6, 16), sp.sample_transformer(c, 2, generator=0), c)
+    assert torch.isfinite(out).all()
