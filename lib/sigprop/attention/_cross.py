@@ -239,12 +239,12 @@ def mc_cross_overlap(beta, *, T, n, q=1.0, p=0.0, generator=None, device=None) -
     check_range(p / q, "p/q", -1.0, 1.0 - 1e-12)
     check_gram_bound(q, p, T)
     sigma, c = float(beta) * math.sqrt(math.log(T) * q * (q - p)), p / q
-    sign = torch.tensor([[1.0], [math.copysign(1.0, c)]], dtype=widest_float(torch.device("cpu")))  # second row: -b
 
     def sample(m, gen):
-        b = torch.randn(m, 1, T, generator=gen, device=gen.device, dtype=widest_float(gen.device))
+        b = math.sqrt(abs(c)) * torch.randn(m, 1, T, generator=gen, device=gen.device, dtype=widest_float(gen.device))
         e = torch.randn(m, 2, T, generator=gen, device=gen.device, dtype=b.dtype)
-        A = torch.softmax(sigma * (math.sqrt(abs(c)) * sign.to(b) * b + math.sqrt(1.0 - abs(c)) * e), dim=-1)
+        shared = torch.cat([b, math.copysign(1.0, c) * b], 1)   # for c < 0 the second row sees -b
+        A = torch.softmax(sigma * (shared + math.sqrt(1.0 - abs(c)) * e), dim=-1)
         return torch.stack([A[:, 0].pow(2).sum(-1), (A[:, 0] * A[:, 1]).sum(-1)], dim=-1)
 
     chunk = max(1, min(n, int(2e6 // T)))

@@ -59,11 +59,10 @@ __theory__ = ["score_covariance", "attention_map", "cosine_map"]
 def layer_norm(x: torch.Tensor, *, center: bool = False) -> torch.Tensor:
     """Token-wise normalisation without affine parameters, ``x_t / sqrt(|x_t|^2 / d)``.
 
-    Giorlandino & Goldt 2025, Eq. (5). ``center=True`` subtracts the feature mean first (torch's
-    ``LayerNorm`` without affine and eps). Overflow-safe: each token is divided by its largest entry
-    before its norm is taken (in at least float32), so entries up to the dtype's maximum work, and a
-    zero token maps to zero. One formula serves every path (:func:`normalise_tokens`, and in place
-    :func:`normalise_tokens_` in the fast kernel). Differentiable.
+    Giorlandino & Goldt 2025, Eq. (5). ``center=True`` subtracts the feature mean first (torch's ``LayerNorm``
+    without affine and eps). Overflow-safe (each token divided by its largest entry before its norm; in place in the
+    fast kernel, squares of float32/16 summed in float64): entries up to the dtype's maximum work, a zero token maps
+    to zero. Differentiable.
     """
     check_tensor(x, "x", ndim_min=1)
     return normalise_tokens(x, check_flag(center, "center"))
@@ -84,11 +83,9 @@ def normalise_tokens_(x: torch.Tensor, center: bool) -> torch.Tensor:
     """:func:`normalise_tokens` in place on a fresh tensor (the fast kernel; no autograd)."""
     if center:
         x.sub_(x.mean(-1, keepdim=True))
-    if x.dtype != torch.float64 and x.device.type == "cpu":
-        # squares of any float32/16 entry fit float64: two passes instead of five, no rescaling (issue 37, item 11)
+    if x.dtype != torch.float64 and x.device.type == "cpu":   # squares of float32/16 fit float64: 2 passes, not 5
         rms = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=torch.float64)
-        rms.mul_(1.0 / math.sqrt(x.shape[-1])).clamp_min_(torch.finfo(torch.float64).tiny)
-        return x.div_(rms)   # in float64, stored in x's dtype: subnormal tokens keep their digits
+        return x.div_(rms.mul_(x.shape[-1] ** -0.5).clamp_min_(torch.finfo(torch.float64).tiny))   # in float64
     x.div_(x.abs().amax(-1, keepdim=True).clamp_min_(torch.finfo(x.dtype).tiny))
     rms = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=_work_dtype(x.dtype))
     rms.mul_(1.0 / math.sqrt(x.shape[-1])).clamp_min_(torch.finfo(rms.dtype).tiny)
@@ -110,23 +107,14 @@ def attention_weights(scores: torch.Tensor, *, scale: float = 1.0, causal: bool 
         raise ValueError(f"scores must have at least {1 + bool(causal)} dimensions; got shape {tuple(scores.shape)}")
     scale = check_real(scale, "scale")
     work = scores.to(_work_dtype(scores.dtype))
+    mask = torch.ones(*work.shape[-2:], dtype=torch.bool, device=work.device).triu(1) if causal else None
     if scale == 1.0:   # softmax subtracts the row maximum itself: one pass over the logits (the block's fast path)
-        if causal:
-            work = work.masked_fill(torch.ones(*work.shape[-2:], dtype=torch.bool, device=work.device).triu(1),
-                                    float("-inf"))
-        return torch.softmax(work, dim=-1)
+        return torch.softmax(work if mask is None else work.masked_fill(mask, float("-inf")), dim=-1)
     if abs(scale) > 1e30 and work.dtype != torch.float64:  # scale itself would round to inf in float32
         work = work.double()
-    # shift by the visible row's extreme in the scale's direction (after scaling: max 0, the rest <= 0), mask after
-    # scaling: a scale <= 0 times -inf was NaN (0) or +inf (< 0) on the masked keys (issue 37, item 5)
-    mask = torch.ones(*work.shape[-2:], dtype=torch.bool, device=work.device).triu(1) if causal else None
-    if scale >= 0:
-        top = (work if mask is None else work.masked_fill(mask, float("-inf"))).amax(-1, keepdim=True)
-    else:
-        top = (work if mask is None else work.masked_fill(mask, float("inf"))).amin(-1, keepdim=True)
-    work = work - top
-    if scale != 1.0:
-        work = work * scale
+    # shift by the visible row's extreme in the scale's direction, mask after scaling (issue 37, item 5)
+    hidden = work if mask is None else work.masked_fill(mask, float("-inf") if scale >= 0 else float("inf"))
+    work = (work - (hidden.amax(-1, keepdim=True) if scale >= 0 else hidden.amin(-1, keepdim=True))) * scale
     if mask is not None:
         work = work.masked_fill(mask, float("-inf"))
     return torch.softmax(work, dim=-1)
