@@ -379,3 +379,18 @@ def test_curve_power_rejects_a_large_offset_and_keeps_the_level_without_one():
         sp.course.curve_power(rows, theory, n=12)
     with pytest.raises(ValueError, match="one value per point"):
         sp.course.curve_power(rows, theory[:3])
+
+
+def test_an_offset_in_units_of_the_spread_is_the_same_at_every_n_and_more_initialisations_see_it():
+    g = torch.Generator().manual_seed(5)
+    rows = torch.randn(52, 8, generator=g, dtype=torch.float64).cumsum(1) * 0.1 + torch.randn(52, 1, generator=g)
+    theory = rows.mean(0).numpy()
+    sd = rows.std(0).numpy()
+    np.testing.assert_allclose(sp.course.offset_alternative(rows, spread=0.5), np.r_[np.zeros(4), 0.5 * sd[4:]])
+    np.testing.assert_allclose(sp.course.offset_alternative(rows[:13], spread=0.5)[4:] / rows[:13].std(0).numpy()[4:], 0.5)
+    # half the spread over the last half of a curve that is almost one number: 13 initialisations rarely see it, 52 do
+    few = sp.course.curve_power(rows[:13], theory, spread=0.5, repeats=20, generator=0)
+    many = sp.course.curve_power(rows, theory, spread=0.5, repeats=20, generator=0)
+    assert float(many.mean) >= float(few.mean) + 0.2, (float(few.mean), float(many.mean))
+    with pytest.raises(ValueError, match="spread must be a positive number of standard deviations"):
+        sp.course.offset_alternative(rows, spread=0.0)

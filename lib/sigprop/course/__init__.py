@@ -12,6 +12,7 @@ each module's ``__course__`` list (``tests/test_course.py`` keeps the two equal)
 * ``_typeset``: plain-text formulas of code and records typeset for a page (``alpha_SA``, ``T -> inf``, ``+-``);
 * ``_numbered``: a computed table numbered by chapter and captioned (``table``, ``Table``), no index column;
 * ``_power``: the curve test's power against a stated offset, by simulation (``curve_power``);
+* ``_replay``: Monte Carlo at more initialisations than a page can run, recorded once and replayed (``replayed``);
 * ``_ledger``: the claims ledger's table, summary and provenance line, the same on every page;
 * ``_plots``: figure helpers shared by pages (trainability diagrams, training curves);
 * ``_layers``: small Monte Carlo helpers used only by the synthesis pages;
@@ -41,6 +42,7 @@ from ._power import (
     offset_alternative as offset_alternative, power_text as power_text,
     largest_power as largest_power,
 )
+from ._replay import CHECK_INITS as CHECK_INITS, replayed as replayed
 from ._ledger import (
     ledger_provenance as ledger_provenance, ledger_summary as ledger_summary, ledger_table as ledger_table,
 )

@@ -10,7 +10,12 @@ errors may pass. :func:`curve_power` measures the probability that the test reje
   offset is worth), centred on the theory plus an ``offset``;
 * the offset is ``size`` standard errors *of the page's measurement* (:math:`\mathrm{SE}_j = s_j/\sqrt{n_0}`, the
   error bars the reader sees) on the points from ``start`` (a fraction of the curve) to its end -- by default 2 SE
-  over the last half of the curve, a gap the figure would show as clearly as error bars can;
+  over the last half of the curve, a gap the figure would show as clearly as error bars can -- or, with ``spread``,
+  that many standard deviations *between initialisations* (:math:`s_j`, an effect size): an offset fixed by the
+  model, not by the number of initialisations, so that more initialisations make it easier to see (half the
+  spread is 1.8 SE at :math:`n = 13` and 3.6 SE at :math:`n = 52`). Against "2 SE" the power hardly grows with
+  :math:`n`: at level 0.001 a depth curve whose points move together is almost one number, and a 2-SE offset of
+  one number has :math:`p \approx 0.05`;
 * each simulated curve of ``n`` rows (default :math:`n_0`; more rows make the same absolute offset easier to see)
   is tested exactly as the page tests (:func:`~sigprop.course.curve_test`, level 0.001, 9999 sign-flip resamples),
   ``repeats`` times; the power is the fraction rejected, with its binomial standard error.
@@ -49,24 +54,27 @@ def _rows(samples) -> torch.Tensor:
     return rows
 
 
-def offset_alternative(samples, *, size: float = 2.0, start: float = 0.5) -> np.ndarray:
-    """The offset ``(k,)`` of the alternative: ``size`` standard errors of the measured means (``s_j / sqrt(n)``)
-    on the points from index ``ceil(start * k)`` on (``start = 0.5``: the last half of the curve), 0 before."""
+def offset_alternative(samples, *, size: float = 2.0, start: float = 0.5, spread: float | None = None) -> np.ndarray:
+    """The offset ``(k,)`` of the alternative: ``size`` standard errors of the measured means (``s_j / sqrt(n)``),
+    or ``spread`` standard deviations between initialisations (``s_j``; ``size`` is then ignored), on the points
+    from index ``ceil(start * k)`` on (``start = 0.5``: the last half of the curve), 0 before."""
     rows = _rows(samples)
-    if not (math.isfinite(size) and size > 0):
-        raise ValueError(f"size must be a positive number of standard errors; got {size!r}")
+    scale, name = (size, "size") if spread is None else (spread, "spread")
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"{name} must be a positive number of standard {'errors' if spread is None else 'deviations'}"
+                         f"; got {scale!r}")
     if not 0.0 <= start < 1.0:
         raise ValueError(f"start must be a fraction of the curve in [0, 1); got {start!r}")
     n, k = rows.shape
-    se = rows.std(0, unbiased=True).numpy() / math.sqrt(n)
+    sd = rows.std(0, unbiased=True).numpy()
     shift = np.zeros(k)
     first = math.ceil(start * k)
-    shift[first:] = size * se[first:]
+    shift[first:] = scale * (sd[first:] if spread is not None else sd[first:] / math.sqrt(n))
     return shift
 
 
 def curve_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: int | None = None,
-                repeats: int = POWER_REPEATS, generator=0) -> Estimate:
+                repeats: int = POWER_REPEATS, generator=0, spread: float | None = None) -> Estimate:
     """The probability that the page's curve test rejects ``theory + offset`` (:func:`offset_alternative`), for
     Gaussian rows with the covariance of ``samples`` (rows ``(n0, k)`` or an Estimate with ``.samples``); ``n`` rows
     per simulated curve (default ``n0``). Returns a scalar :class:`~sigprop.Estimate`: the fraction of ``repeats``
@@ -81,7 +89,7 @@ def curve_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: in
         raise ValueError(f"n must be at least 13 (the curve test's minimum at level 0.001); got {n}")
     if not isinstance(repeats, int) or repeats < 10:
         raise ValueError(f"repeats must be an integer >= 10; got {repeats!r}")
-    shift = torch.as_tensor(theory + offset_alternative(rows, size=size, start=start))
+    shift = torch.as_tensor(theory + offset_alternative(rows, size=size, start=start, spread=spread))
     centred = rows - rows.mean(0)
     g = as_generator(generator)
     rejected = []
@@ -92,7 +100,7 @@ def curve_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: in
 
 
 def depth_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: int | None = None,
-                repeats: int = POWER_REPEATS, generator=0) -> Estimate:
+                repeats: int = POWER_REPEATS, generator=0, spread: float | None = None) -> Estimate:
     """:func:`curve_power` of the test :func:`~sigprop.course.depth_test` makes: a curve over depth from block 1 on
     (column 0, the measured input, is no prediction and is left out, as there)."""
     rows = _rows(samples)
@@ -100,17 +108,20 @@ def depth_power(samples, theory, *, size: float = 2.0, start: float = 0.5, n: in
     if theory.shape != (rows.shape[1],) or rows.shape[1] < 2:
         raise ValueError(f"need rows (n, depth + 1) and a curve (depth + 1,) with depth >= 1; got "
                          f"{tuple(rows.shape)} and {theory.shape}")
-    return curve_power(rows[:, 1:], theory[1:], size=size, start=start, n=n, repeats=repeats, generator=generator)
+    return curve_power(rows[:, 1:], theory[1:], size=size, start=start, n=n, repeats=repeats, generator=generator,
+                       spread=spread)
 
 
-def power_text(test, samples, theory, *, depth: bool = False, repeats: int = POWER_REPEATS) -> str:
+def power_text(test, samples, theory, *, depth: bool = False, repeats: int = POWER_REPEATS,
+               spread: float | None = None) -> str:
     """A table's power cell for one check: "—" for a curve the test rejected (it found its offset), else the power
-    against 2 SE of the measurement over the last half of the curve and the count behind it: ``"0.05 (2 of 40)"``
-    (a binomial count: its SE is sqrt(p(1-p)/n), and 0 of 40 means a power below about 0.07, not 0).
-    ``depth=True`` for a check made with :func:`~sigprop.course.depth_test` (block 0 left out)."""
+    against 2 SE of the measurement (or ``spread`` standard deviations between initialisations) over the last half
+    of the curve and the count behind it: ``"0.05 (2 of 40)"`` (a binomial count: its SE is sqrt(p(1-p)/n), and 0 of
+    40 means a power below about 0.07, not 0). ``depth=True`` for a check made with
+    :func:`~sigprop.course.depth_test` (block 0 left out)."""
     if not test.passed:
         return "—"
-    power = (depth_power if depth else curve_power)(samples, theory, repeats=repeats)
+    power = (depth_power if depth else curve_power)(samples, theory, repeats=repeats, spread=spread)
     return f"{float(power.mean):.2f} ({round(float(power.mean) * power.n)} of {power.n})"
 
 
