@@ -55,6 +55,9 @@ PRINT_CSS = """@media print {
   td, th { overflow-wrap: break-word; }
   table, div.highlight, div[class*=highlight-] { break-inside: auto !important; }
   .sp-scroll-hint, details.above-input { display: none !important; }
+  /* the theme's print-only header repeats the title and lists the parts as headings: its bookmarks all pointed
+     at the contents' page, and the numbered contents below replaces it */
+  #jb-print-docs-body { display: none !important; }
   /* a book: the contents on pages of its own, every chapter (a document whose title is a second-level heading in
      the single page) on a new page, headings kept with what follows them */
   #sp-contents { break-after: page; }
@@ -83,7 +86,8 @@ CONTENTS = r"""
   const title = h => [...h.childNodes].filter(n => !(n.classList && n.classList.contains("headerlink")))
     .map(n => n.textContent).join("").trim();
   const entries = [];
-  const first = document.querySelector("main article h1, article h1, h1");
+  // the page's own title, not the theme's print-only header (#jb-print-docs-body), which comes first in the page
+  const first = document.querySelector("article h1") || document.querySelector("h1");
   const root = first && first.closest("section");
   if (root && root.id) entries.push({level: "h2", id: root.id, title: title(first)});   // the introduction
   wrappers.forEach((w, k) => {

@@ -36,7 +36,11 @@ def _book(tmp_path: pathlib.Path) -> pathlib.Path:
                   for c in ("Getting started", "The documents", "Appendix"))
     claims = ("<table class='sp-claims'><tr>" + "".join(f"<td>{'word ' * 30}gg2025-a-very-long-identifier-{k}</td>"
                                                           for k in range(5)) + "</tr></table>")
-    html = (f'<html><head><title>book</title></head><body><nav class="bd-docs-nav">{nav}</nav><main><article>'
+    # the theme's print-only header comes first: a title and the parts as headings (their bookmarks pointed at the
+    # contents' page); the numbered contents replace it
+    header = ('<div id="jb-print-docs-body" class="onlyprint"><h1>The theme header</h1><div id="jb-print-toc">'
+              '<h2>Theme contents</h2><p aria-level="2" class="caption" role="heading">Theme part</p></div></div>')
+    html = (f'<html><head><title>book</title></head><body><nav class="bd-docs-nav">{nav}</nav>{header}<main><article>'
             f'<section id="intro"><h1>The introduction</h1>{FILLER}{claims}{wrappers}</section></article></main>'
             "</body></html>")
     page = tmp_path / "book.html"
@@ -77,6 +81,8 @@ def test_pdf_has_bookmarks_from_the_headings(printed):
                     else t for t in titles)
     for title in (b"The introduction", b"1. A chapter", b"1.1. Its first page", b"2. Claims"):
         assert title in text, (title, text[:500])
+    for title in (b"The theme header", b"Theme contents", b"Theme part"):
+        assert title not in text, (title, text[:500])
 
 
 def test_destination_pages_reads_a_page_tree_and_refuses_what_it_cannot_read():
