@@ -99,7 +99,7 @@ def test_a_duplicated_id_is_refused_even_between_functions_of_one_name():
 def test_cli_checks_its_output_path_before_working(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sigprop.claims", "--json", str(tmp_path / "no" / "such" / "f.json")],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "cannot write" in proc.stderr and "claims:" not in proc.stdout
+    assert proc.returncode != 0 and "no folder" in proc.stderr and "claims:" not in proc.stdout
     empty = subprocess.run([sys.executable, "-m", "sigprop.claims", "--json", ""], capture_output=True, text=True,
                            timeout=60)       # issue 26, item 15: an empty name wrote nothing, silently
     assert empty.returncode == 2 and "empty string" in empty.stderr and "claims:" not in empty.stdout

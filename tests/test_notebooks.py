@@ -116,7 +116,8 @@ def test_myst_only_lines_definition_lists_and_local_links():
 
 
 def test_quoted_boxes_put_each_formula_on_one_line():
-    body = "For all $x\n+ y$,\n\n$$\na\n= b\n$$\n\n\\begin{align}\nc &= d\\\\\ne &= f\n\\end{align}"
+    body = ("For all $x\n+ y$,\n\n$$\na\n= b\n$$\n\n\\begin{align}\nc &= d\\\\\n"   # a newline, not \\ne
+            "e &= f\n\\end{align}")
     assert nbs.quote(body) == "> For all $x + y$,\n>\n> $$ a = b $$\n>\n> \\begin{align} c &= d\\\\ e &= f \\end{align}"
 
 
