@@ -1,5 +1,7 @@
 """Regression tests for the edges of probe / read_init / reinitialise / ModelInit.predict that issue 26 found
 (items 6, 7, 8, 10, 11 and the read_init part of 13), one test per item, each failing on the code before the fix."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -160,3 +162,23 @@ def test_issue32_probe_runs_the_models_own_forward(family):
         with pytest.raises(ValueError, match=r"sp.probe\(model.get_encoder\(\), x\)"):
             sp.probe(full, x)
         assert sp.probe(full.get_encoder(), x).cosine.shape == (M.L + 1, M.B)
+
+
+def test_a_copy_runs_its_own_weights_when_forward_was_left_on_the_instance():
+    """transformers 4.57's output capture leaves ``forward`` as an instance attribute closing over the original module
+    (GPT-NeoX after ``sp.probe``); sigprop's float64 and float32 copies must run their own weights."""
+    from sigprop.models._parts import own_copy
+
+    lin = torch.nn.Linear(3, 2)
+    original = type(lin).forward
+    lin.forward = lambda x: original(lin, x)          # what the capture wrapper leaves behind
+    x = torch.ones(1, 3, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="dtype"):
+        copy.deepcopy(lin).double()(x)                # a plain deep copy runs the float32 original
+    c = own_copy(lin).double()
+    c.weight.data.fill_(1.0)
+    assert torch.equal(c(x), 3.0 + c.bias.data[None])
+    bound = torch.nn.Linear(3, 2)
+    bound.forward = bound.forward                     # bound to the module itself: kept, rebound to the copy
+    b = own_copy(bound)
+    assert b.__dict__["forward"].__self__ is b

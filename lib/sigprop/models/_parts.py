@@ -215,13 +215,28 @@ def _normalised(x, center, eps):
     return u / torch.sqrt(u.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def own_copy(module: nn.Module) -> nn.Module:
+    """``copy.deepcopy(module)`` whose submodules run their own class's ``forward``.
+
+    transformers 4.57's output capture (``check_model_inputs``, asked for attention weights) leaves ``forward`` as an
+    instance attribute that closes over the *original* module; a deep copy keeps that closure, so a float64 or float32
+    copy would silently run the original's weights (GPT-NeoX after :func:`sigprop.probe`). Such attributes are dropped
+    from the copy; a ``forward`` bound to the copied module itself is kept."""
+    out = copy.deepcopy(module)
+    for m in out.modules():
+        f = m.__dict__.get("forward")
+        if f is not None and getattr(f, "__self__", None) is not m:
+            del m.__dict__["forward"]
+    return out
+
+
 @torch.no_grad()
 def read_norm(m: nn.Module, width: int, where: str) -> NormPart:
     """Measure the normalisation ``m`` acting on ``width`` features (module docstring); refuse what it is not."""
     if next((b for b in m.buffers()), None) is not None and not isinstance(m, nn.LayerNorm):
         names = ", ".join(n for n, _ in m.named_buffers())
         raise ValueError(f"{where} ({type(m).__name__}) holds buffers ({names}): not a plain normalisation")
-    mm = copy.deepcopy(m).double()
+    mm = own_copy(m).double()
     g = torch.Generator().manual_seed(0)
     u = torch.randn(3, width, generator=g, dtype=torch.float64)
     u = u - u.mean(-1, keepdim=True)

@@ -29,7 +29,6 @@ proves the *forward*; that the *map* describes the config is proved by the Monte
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import torch
@@ -38,6 +37,7 @@ from torch import nn
 from ..block import apply_block
 from ._adapter import BlockCall, eager_attention, masks
 from ._drive import drive, hidden_of, model_configs, own_forward
+from ._parts import own_copy
 
 __all__ = ["Replay"]
 
@@ -84,7 +84,7 @@ def _captured_calls(model, adapter, x):
     param = next(model.parameters())
     run_model, blocks = model, adapter.blocks
     if param.dtype in HALF:
-        run_model = copy.deepcopy(model).float()
+        run_model = own_copy(model).float()
         where = {id(m): n for n, m in model.named_modules()}
         copies = dict(run_model.named_modules())
         blocks = [copies[where[id(b)]] for b in adapter.blocks]
@@ -123,7 +123,7 @@ def replay(model: nn.Module, adapter, parts, configs, params) -> Replay:
     with eager_attention(model_configs(model)):
         for i, block in enumerate(adapter.blocks):
             try:
-                b64 = copy.deepcopy(block).double().eval()
+                b64 = own_copy(block).double().eval()
                 if calls is not None:
                     args, kwargs = calls[i]
                     y = hidden_of(b64(x, *_cast(args[1:]), **_cast(kwargs)))

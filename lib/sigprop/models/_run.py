@@ -4,13 +4,12 @@ its adapter (:func:`apply_blocks`); both return every block's output and its att
 """
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from ..stats._measures import attention_entropy, attention_ipr
 from ._adapter import BlockCall, eager_attention, masks
 from ._drive import drive, model_configs
+from ._parts import own_copy
 
 __all__: list[str] = []
 
@@ -42,7 +41,7 @@ def _runnable(block, work):
     param = next(block.parameters(), None)
     if param is None or param.dtype not in HALF:
         return block
-    return copy.deepcopy(block).to(work)
+    return own_copy(block).to(work)
 
 
 def _checked(out, h, name):
@@ -109,7 +108,7 @@ def apply_driven(model, adapter, h, key_mask, names, *, weights):
     blocks = adapter.blocks
     if next(model.parameters()).dtype in HALF:
         where = {id(m): n for n, m in model.named_modules()}
-        model = copy.deepcopy(model).float()
+        model = own_copy(model).float()
         copies = dict(model.named_modules())
         blocks = [copies[where[id(b)]] for b in blocks]
     stores = [[] for _ in blocks]
