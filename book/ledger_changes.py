@@ -31,14 +31,13 @@ def _git(root: pathlib.Path, *args: str) -> str:
 
 def records(ref: str | None = None, root: pathlib.Path = ROOT) -> dict[str, dict]:
     """``{claim id: row}`` of every record file at git ``ref`` (None: the working tree), in file order."""
-    rows = []
     if ref is None:
-        for path in sorted((root / RECORDS).glob("*.json")):
-            rows += json.loads(path.read_text())
+        texts = [path.read_text() for path in sorted((root / RECORDS).glob("*.json"))]
     else:
         names = _git(root, "ls-tree", "--name-only", f"{ref}:{RECORDS}").split()
-        for name in sorted(n for n in names if n.endswith(".json")):
-            rows += json.loads(_git(root, "show", f"{ref}:{RECORDS}/{name}"))
+        texts = [_git(root, "show", f"{ref}:{RECORDS}/{name}") for name in sorted(n for n in names if n.endswith(".json"))]
+    # a document's record is a list of rows; the folder also keeps measurements that rows replay (a width ladder)
+    rows = [row for data in map(json.loads, texts) if isinstance(data, list) for row in data]
     return {row["id"]: row for row in rows}
 
 
