@@ -92,3 +92,23 @@ def test_reinitialise_writes_branch_strengths_into_pre_ln_blocks(parallel):
                                       samples=1024, generator=0).mean_cosine()
     assert curve(est, theory).passed, (est.mean, theory)
     assert not curve(est, unit).passed, (est.mean, unit)        # the strengths matter here: the test has power
+
+
+def test_a_model_with_two_stacks_is_read_through_the_stack_named():
+    """A multimodal model (Gemma3Model: a vision tower and a language model) has two stacks: the refusal names the
+    sub-models to read instead, and blocks= of one stack is read, proved and probed as that sub-model is (it was
+    refused with the same message)."""
+    import hf_registry as R
+    if "gemma3" not in R.families():
+        pytest.skip("this transformers has no gemma3")
+    model = R.build("gemma3")
+    with pytest.raises(ValueError, match=r"model\.language_model\)?, pass blocks="):
+        sp.read_init(model)
+    blocks = list(model.language_model.layers)
+    whole, alone = sp.read_init(model, blocks=blocks), sp.read_init(model.language_model)
+    assert whole.proof.proved and whole.block_configs == alone.block_configs
+    x = torch.randn(2, 12, whole.config.d, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(sp.probe(model, x, blocks=blocks).cosine, sp.probe(model.language_model, x).cosine)
+    with pytest.raises(ValueError, match="not all in one nn.ModuleList"):
+        vision = next(m for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and "vision" in n)
+        sp.read_init(model, blocks=[model.language_model.layers[0], vision[0]])

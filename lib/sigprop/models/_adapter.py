@@ -205,10 +205,21 @@ def find_blocks(model):
     top = [(n, m) for n, m in lists if not any(n.startswith(o + ".") for o, _ in lists if o != n)]
     if len(top) != 1:
         got = ", ".join(f"{n or '<root>'} ({len(m)} x {type(m[0]).__name__})" for n, m in top) or "none"
+        owners = [f"model.{n.rsplit('.', 1)[0]}" for n, _ in top if "." in n]
+        own = f"read one stack as a model of its own ({' or '.join(owners)}), " if len(owners) > 1 else ""
         raise ValueError(f"could not find transformer blocks in {type(model).__name__} (stacks found: {got}); "
-                         "pass blocks=[...] (the modules applied in sequence to (B, T, d) hidden states) or "
+                         f"{own}pass blocks=[...] (the modules applied in sequence to (B, T, d) hidden states) or "
                          "adapter=sp.BlockAdapter(...)")
     return top[0]
+
+
+def stack_of(model, blocks):
+    """-> (path, stack): the ``nn.ModuleList`` of ``model`` that holds every one of ``blocks`` (given by the user)."""
+    for n, m in model.named_modules():
+        if isinstance(m, nn.ModuleList) and all(any(c is b for c in m) for b in blocks):
+            return n, m
+    raise ValueError(f"the blocks given are not all in one nn.ModuleList of {type(model).__name__}: pass the blocks of "
+                     "one stack, or an adapter=sp.BlockAdapter(...)")
 
 
 def _ancestors(model, path):
@@ -277,7 +288,7 @@ def hf_adapter(model, blocks=None):
             getattr(model, "get_encoder", None)) and model.get_encoder() is not model:
         raise ValueError(f"{type(model).__name__} is an encoder-decoder model (two stacks of blocks): probe or read one "
                          "stack as a model of its own, e.g. sp.probe(model.get_encoder(), x)")
-    path, found = find_blocks(model)
+    path, found = find_blocks(model) if blocks is None else stack_of(model, blocks)
     blocks = list(found) if blocks is None else blocks
     anc = _ancestors(model, path)
     rotary = next((c for a in anc for _, c in a.named_children() if type(c).__name__.endswith("RotaryEmbedding")), None)

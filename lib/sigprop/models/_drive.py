@@ -24,7 +24,7 @@ import inspect
 import torch
 from torch import nn
 
-from ._adapter import find_blocks, hf_call
+from ._adapter import hf_call, stack_of
 
 __all__: list[str] = []
 
@@ -71,7 +71,7 @@ def own_forward(model, adapter) -> bool:
     one through the adapter)."""
     if adapter.call is not hf_call or not drivable(model):
         return False
-    stack = [id(b) for b in find_blocks(model)[1]]
+    stack = [id(b) for b in stack_of(model, adapter.blocks)[1]]
     ids = [id(b) for b in adapter.blocks]
     return ids[0] in stack and stack[stack.index(ids[0]):stack.index(ids[0]) + len(ids)] == ids
 
