@@ -71,7 +71,10 @@ def own_forward(model, adapter) -> bool:
     one through the adapter)."""
     if adapter.call is not hf_call or not drivable(model):
         return False
-    stack = [id(b) for b in stack_of(model, adapter.blocks)[1]]
+    try:
+        stack = [id(b) for b in stack_of(model, adapter.blocks)[1]]
+    except ValueError:          # blocks of no one stack of the model: called one by one through the adapter
+        return False
     ids = [id(b) for b in adapter.blocks]
     return ids[0] in stack and stack[stack.index(ids[0]):stack.index(ids[0]) + len(ids)] == ids
 
