@@ -17,8 +17,11 @@ Run the whole suite under another CPU kernel or thread count (README, "Reproduci
     ATEN_CPU_CAPABILITY=default make test      # PyTorch's plainest CPU kernels
     SIGPROP_TEST_THREADS=1 make test-unit      # one torch thread
 """
+import importlib.util
 import os
+import pathlib
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -29,6 +32,16 @@ import sigprop as sp
 # The suite is sized for the quick profile on CPU, whatever machine runs it.
 os.environ.setdefault("SIGPROP_PROFILE", "quick")
 os.environ.setdefault("SIGPROP_DEVICE", "cpu")
+
+def load_script(name: str, path: pathlib.Path):
+    """A script that is not in a package (book/*.py, .ci/*.py) imported by path as module ``name``, registered in
+    sys.modules first (a dataclass looks its module up while it is defined)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 #: z for Monte Carlo tests: |MC - theory| <= Z * SE. With ~100 such comparisons per run, z = 4
 #: keeps the family-wise false-alarm rate below 1% (two-sided P(|Z| > 4) = 6e-5 each).

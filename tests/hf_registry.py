@@ -13,7 +13,6 @@ whether it builds, what sp.probe and sp.read_init do with it (read and proved: t
 message) and the time taken.
 """
 import json
-import math
 import pathlib
 import sys
 import time

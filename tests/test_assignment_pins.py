@@ -6,7 +6,6 @@ otter that writes the autograder, the built student notebook and autograder zip 
 it; ``requirements.txt`` must leave otter-grader to otter. The pin helpers are checked on
 deliberately wrong inputs too, so that these tests can fail.
 """
-import importlib.util
 import json
 import pathlib
 import re
@@ -14,11 +13,11 @@ import shutil
 
 import pytest
 
+from conftest import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "book" / "assignments" / "make_assignments.py"
-_spec = importlib.util.spec_from_file_location("make_assignments", SCRIPT)
-ma = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ma)
+ma = load_script("make_assignments", SCRIPT)
 
 MASTERS = ma.masters()
 PIN = ma.OTTER_REQUIREMENT

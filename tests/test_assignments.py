@@ -6,7 +6,6 @@ notebook executes without error (graded in otter's debug mode, which re-raises a
 and scores zero on every problem it leaves blank; no solution line and no hidden test reaches the
 student folder. Each master is graded twice (solutions, blank student version): a few seconds each.
 """
-import importlib.util
 import json
 import pathlib
 import re
@@ -21,11 +20,11 @@ from otter.api import grade_submission  # noqa: E402
 # otter's grader uses a pandas idiom that pandas deprecates; not ours to fix
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.drop")
 
+from conftest import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "book" / "assignments" / "make_assignments.py"
-_spec = importlib.util.spec_from_file_location("make_assignments", SCRIPT)
-ma = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ma)
+ma = load_script("make_assignments", SCRIPT)
 
 MASTERS = ma.masters()
 NAMES = [p.stem for p in MASTERS]

@@ -3,7 +3,6 @@ matching build cache every notebook is executed by nbval. .ci/nbval_built.py (ma
 notebook whose code is its page's runs through its page (nbval on small notebooks, ~15 s)."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
 import shutil
@@ -11,14 +10,13 @@ import subprocess
 
 import pytest
 
+from conftest import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _plugin():
-    spec = importlib.util.spec_from_file_location("nbval_reuse", ROOT / ".ci" / "nbval_reuse.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("nbval_reuse_t", ROOT / ".ci" / "nbval_reuse.py")
 
 
 def _makefile_pipeline() -> str:

@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import re
@@ -21,21 +20,16 @@ import sys
 
 import pytest
 
+from conftest import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import notebook_book  # noqa: E402
 
 
-def _module(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-nbs = _module("sigprop_book_notebooks_t", ROOT / "book" / "notebooks.py")
-sources = _module("sigprop_book_sources_t", ROOT / "book" / "sources.py")
+nbs = load_script("sigprop_book_notebooks_t", ROOT / "book" / "notebooks.py")
+sources = load_script("sigprop_book_sources_t", ROOT / "book" / "sources.py")
 BUILT = ROOT / "_build" / "html" / "_notebooks"
 
 

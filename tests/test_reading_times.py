@@ -7,17 +7,14 @@ section does). The recipe itself is tested on a small notebook.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import re
-import sys
+
+from conftest import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("reading_times", ROOT / "book" / "reading_times.py")
-reading_times = importlib.util.module_from_spec(_spec)
-sys.modules["reading_times"] = reading_times          # its dataclass looks its module up while being defined
-_spec.loader.exec_module(reading_times)
+reading_times = load_script("reading_times", ROOT / "book" / "reading_times.py")
 #: the drift a word count, a time or a total may show before the table must be regenerated
 DRIFT = 0.05
 _ROW = re.compile(r"^\| \{doc\}`(?P<label>.+) </(?P<path>[^>]+)>` \| (?P<words>[\d,]+) \| (?P<code>\d+) \| "

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import pathlib
@@ -31,19 +30,14 @@ import zipfile
 
 import pytest
 
+from conftest import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _module(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-release = _module("sigprop_book_release", ROOT / "book" / "release.py")
-changes = _module("sigprop_ledger_changes", ROOT / "book" / "ledger_changes.py")
-colab = _module("sigprop_test_colab", ROOT / "tests" / "test_colab.py")   # its fresh-environment helpers
+release = load_script("sigprop_book_release", ROOT / "book" / "release.py")
+changes = load_script("sigprop_ledger_changes", ROOT / "book" / "ledger_changes.py")
+colab = load_script("sigprop_test_colab", ROOT / "tests" / "test_colab.py")   # its fresh-environment helpers
 sources = release.sources
 V = sources.version()
 ASSIGNMENT = "aghajanyan2025"          # the fastest master to assign and grade (lib/sigprop/bench records)
@@ -356,7 +350,7 @@ def test_notebooks_archive(built, tmp_path):
         assert not any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code"), path
     student = top / "assignments" / ASSIGNMENT
     assert (student / f"{ASSIGNMENT}.ipynb").is_file() and list((student / "tests").glob("q*.py"))
-    ma = _module("sigprop_make_assignments_t", ROOT / "book" / "assignments" / "make_assignments.py")
+    ma = load_script("sigprop_make_assignments_t", ROOT / "book" / "assignments" / "make_assignments.py")
     assert ma.find_leaks(ma.HERE / f"{ASSIGNMENT}.ipynb", top) == []
     assert (top / release.names(V)["wheel"]).is_file()
     requirements = (top / "requirements.txt").read_text()

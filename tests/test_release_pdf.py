@@ -4,18 +4,15 @@ chapter and page, each chapter on a new page, and bookmarks from the same headin
 """
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
-import sys
 
 import pytest
 
+from conftest import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("sigprop_release_pdf_test", ROOT / "book" / "release_pdf.py")
-release_pdf = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = release_pdf
-_spec.loader.exec_module(release_pdf)
+release_pdf = load_script("sigprop_release_pdf_test", ROOT / "book" / "release_pdf.py")
 
 FILLER = "<p>" + "A sentence of the book's prose, long enough to fill a printed line or most of one. " * 40 + "</p>"
 

@@ -4,15 +4,14 @@
 moving branch) into every notebook's install cell, ``_config.yml`` and the assignments' requirements and
 install cells; this test fails when any copy differs (run ``python book/sources.py`` to regenerate).
 """
-import importlib.util
 import json
 import pathlib
 import re
 
+from conftest import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("book_sources", ROOT / "book" / "sources.py")
-sources = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sources)
+sources = load_script("book_sources", ROOT / "book" / "sources.py")
 
 
 def test_every_copy_is_generated_from_the_one_source():
