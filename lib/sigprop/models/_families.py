@@ -55,24 +55,20 @@ from ._parts import Stacked, config_of, fused, get, linear, mha_views, read_norm
 
 __all__: list[str] = []
 
+#: The attention projections and the gated MLP of the Llama-like layouts (each layout below lists its own norms).
+_QKVO = dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj")
+_GATED = dict(w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn")
+
 #: role -> attribute path, per layout; a block matches the layout whose paths all resolve.
 LAYOUTS = {
-    "sandwich": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
-                     w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
-                     ln1="input_layernorm", ln2="pre_feedforward_layernorm", ln3="post_attention_layernorm",
-                     ln4="post_feedforward_layernorm", attn="self_attn"),
-    "olmo2": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
-                  w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
-                  ln3="post_attention_layernorm", ln4="post_feedforward_layernorm", attn="self_attn"),
-    "moe": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
-                router="mlp.gate", experts="mlp.experts", ln1="input_layernorm", ln2="post_attention_layernorm",
-                attn="self_attn"),
-    "moe4": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
-                 router="block_sparse_moe.gate", experts="block_sparse_moe.experts", ln1="input_layernorm",
+    "sandwich": dict(_QKVO, **_GATED, ln1="input_layernorm", ln2="pre_feedforward_layernorm",
+                     ln3="post_attention_layernorm", ln4="post_feedforward_layernorm", attn="self_attn"),
+    "olmo2": dict(_QKVO, **_GATED, ln3="post_attention_layernorm", ln4="post_feedforward_layernorm", attn="self_attn"),
+    "moe": dict(_QKVO, router="mlp.gate", experts="mlp.experts", ln1="input_layernorm",
+                ln2="post_attention_layernorm", attn="self_attn"),
+    "moe4": dict(_QKVO, router="block_sparse_moe.gate", experts="block_sparse_moe.experts", ln1="input_layernorm",
                  ln2="post_attention_layernorm", attn="self_attn"),
-    "llama": dict(q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
-                  w1="mlp.gate_proj", w3="mlp.up_proj", w2="mlp.down_proj", act="mlp.act_fn",
-                  ln1="input_layernorm", ln2="post_attention_layernorm", attn="self_attn"),
+    "llama": dict(_QKVO, **_GATED, ln1="input_layernorm", ln2="post_attention_layernorm", attn="self_attn"),
     "phi3": dict(qkv="self_attn.qkv_proj", o="self_attn.o_proj", w13="mlp.gate_up_proj", w2="mlp.down_proj",
                  act="mlp.activation_fn", ln1="input_layernorm", ln2="post_attention_layernorm", attn="self_attn"),
     "neox": dict(qkv="attention.query_key_value", o="attention.dense", w1="mlp.dense_h_to_4h",
